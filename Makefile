@@ -1,0 +1,107 @@
+# tycho - build, test, bench, install.
+#   make            everything: core library, Lua module, launcher, C tests
+#   make deps       installs the Debian packages the build and tests need
+#   make test       every test (C tests, then busted specs)
+#   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
+#   make bench      the workload suite (BENCH="spawn ring" for a subset)
+#   make install    PREFIX=/usr/local (luarocks passes its own variables)
+
+VERSION  = 0.1.0
+CC      ?= cc
+OPT     ?= -O2
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
+              -fno-strict-aliasing -g -DTYCHO_VERSION='"$(VERSION)"'
+LDLIBS  = -pthread -lm
+
+# luarocks passes LUA_INCDIR; it may point at a plain Lua 5.1, so only take
+# it when it holds luajit.h.
+LUAJIT_INC := $(firstword $(wildcard $(LUA_INCDIR)/luajit.h) /usr/include/luajit-2.1/luajit.h)
+LUA_CFLAGS  = -I$(dir $(LUAJIT_INC))
+LUA_LIBS    = -lluajit-5.1
+
+BUILD   ?= build
+SAN     ?=
+
+LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/codec.c
+MAIN_SRC  = core/main.c
+CORE_SRC  = $(filter-out $(LUA_SRC) $(MAIN_SRC),$(wildcard core/*.c))
+TEST_SRC  = $(wildcard core/test/*.c)
+
+CORE_OBJ  = $(CORE_SRC:core/%.c=$(BUILD)/core/%.o)
+LUA_OBJ   = $(LUA_SRC:core/%.c=$(BUILD)/core/%.o)
+TEST_OBJ  = $(TEST_SRC:core/test/%.c=$(BUILD)/test/%.o)
+
+CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS)
+HEADERS    = $(wildcard core/*.h core/test/*.h)
+
+.PHONY: all ctest test spec tsan asan bench deps clean install
+
+all: $(BUILD)/tycho-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+
+$(BUILD)/core/%.o: core/%.c $(HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -c $< -o $@
+
+$(BUILD)/test/%.o: core/test/%.c $(HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icore -c $< -o $@
+
+$(BUILD)/libtycore.a: $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The Lua module: the core and the binding; LuaJIT's symbols come from the
+# host process.
+$(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(BUILD)/libtycore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(BUILD)/libtycore.a $(LDLIBS)
+
+$(BUILD)/bin/tycho: $(BUILD)/core/main.o $(LUA_OBJ) $(BUILD)/libtycore.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
+
+$(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
+	$(CC) $(CFLAGS_ALL) -DNDEBUG -Icore -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
+
+TY_TEST_SCALE ?= 1
+ctest: $(BUILD)/tycho-tests
+	TY_TEST_SCALE=$(TY_TEST_SCALE) $(BUILD)/tycho-tests $(T)
+
+spec: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+	scripts/spec.sh $(SPEC)
+
+test: all
+	scripts/test.sh
+
+tsan:
+	$(MAKE) BUILD=build-tsan CC=clang OPT=-O1 SAN="-fsanitize=thread" ctest \
+	  T="$(T)" TY_TEST_SCALE=10
+
+asan:
+	$(MAKE) BUILD=build-asan CC=clang OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  ctest T="$(T)" TY_TEST_SCALE=5
+
+bench: $(BUILD)/cbench $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+	BENCH="$(BENCH)" bench/run.sh
+
+deps:
+	scripts/deps.sh
+
+# Install: PREFIX for a plain install; luarocks sets the INST_* variables.
+PREFIX      ?= /usr/local
+INST_PREFIX ?= $(PREFIX)
+INST_BINDIR ?= $(INST_PREFIX)/bin
+INST_LIBDIR ?= $(INST_PREFIX)/lib/lua/5.1
+INST_LUADIR ?= $(INST_PREFIX)/share/lua/5.1
+
+install: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+	install -d $(DESTDIR)$(INST_BINDIR) $(DESTDIR)$(INST_LIBDIR)/tycho $(DESTDIR)$(INST_LUADIR)/tycho
+	install -m 755 $(BUILD)/bin/tycho $(DESTDIR)$(INST_BINDIR)/tycho
+	install -m 755 $(BUILD)/lib/tycho/core.so $(DESTDIR)$(INST_LIBDIR)/tycho/core.so
+	install -m 644 lua/tycho/*.lua $(DESTDIR)$(INST_LUADIR)/tycho/
+
+clean:
+	rm -rf build build-tsan build-asan

@@ -1,0 +1,790 @@
+/*
+ * ltycho.c - the `tycho.core` Lua module: the API of DESIGN.md section 3.
+ *
+ * Every function looks up the running actor through the core's thread-local
+ * worker; blocking ones record what they wait for and yield (see lactor.c).
+ * Misuse raises an error that says what to do; expected failures return
+ * nil plus a short token ("timeout", "noproc", "dead", "taken").
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "ltycho.h"
+
+lt_global lt_g = {.call_timeout = 5.0, .max_message = 64u << 20};
+
+#define DEFAULT_MAX_MESSAGE (64u << 20)
+
+/* ---- the running actor -------------------------------------------------- */
+
+typedef struct cur_t {
+  ty_actor *a;
+  lt_actor *la;
+} cur_t;
+
+static cur_t current(lua_State *L, const char *fname) {
+  ty_actor *a = ty_actor_current();
+  if (!a || !lt_g.rt)
+    luaL_error(L, "tycho.%s must be called from inside an actor "
+               "(start one with tycho.run)", fname);
+  return (cur_t){a, a->user};
+}
+
+/* Blocking calls must come from the actor's own coroutine: a yield from a
+ * coroutine the script made would go to that coroutine's resumer instead. */
+static cur_t current_blocking(lua_State *L, const char *fname) {
+  cur_t c = current(L, fname);
+  if (L != c.la->co)
+    luaL_error(L, "tycho.%s blocks, so it must be called from the actor's "
+               "own coroutine (or a tycho.fork), not from a coroutine "
+               "created by the script", fname);
+  return c;
+}
+
+static ty_pid self_pid(cur_t c) { return c.la->parent ? c.la->parent : c.a->pid; }
+
+/* ---- argument helpers --------------------------------------------------- */
+
+static bool is_pid_number(lua_Number v) {
+  return v >= 0 && v < 9007199254740992.0 && floor(v) == v;
+}
+
+/* A pid or a registered name; 0 when the name is unknown. */
+static ty_pid check_dest(lua_State *L, int idx, const char *fname) {
+  int t = lua_type(L, idx);
+  if (t == LUA_TNUMBER) {
+    lua_Number v = lua_tonumber(L, idx);
+    if (!is_pid_number(v))
+      luaL_error(L, "tycho.%s: %f is not a pid", fname, v);
+    return (ty_pid)v;
+  }
+  if (t == LUA_TSTRING) return lt_names_lookup(lua_tostring(L, idx));
+  luaL_error(L, "tycho.%s: bad argument #%d (expected a pid or a registered "
+             "name, got %s)", fname, idx, luaL_typename(L, idx));
+  return 0;
+}
+
+/* Seconds -> nanoseconds; nil -> -1 (no timeout). */
+static int64_t opt_timeout(lua_State *L, int idx, const char *fname) {
+  if (lua_isnoneornil(L, idx)) return -1;
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "tycho.%s: bad timeout (expected seconds as a number, got "
+               "%s)", fname, luaL_typename(L, idx));
+  lua_Number s = lua_tonumber(L, idx);
+  if (!(s >= 0)) luaL_error(L, "tycho.%s: timeout must be >= 0", fname);
+  if (s > 1e9) s = 1e9;
+  return (int64_t)(s * 1e9);
+}
+
+static ty_msg *encode_msg(lua_State *L, int first, int n, const char *fname) {
+  lt_worker *lw = lt_worker_get();
+  char err[256];
+  ty__buf_reset(&lw->buf);
+  if (ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
+                       sizeof err))
+    luaL_error(L, "tycho.%s: %s", fname, err);
+  ty_msg *m = ty_msg_new(lw->buf.len);
+  memcpy(m->data, lw->buf.data, lw->buf.len);
+  return m;
+}
+
+static int push_fail(lua_State *L, const char *token) {
+  lua_pushnil(L);
+  lua_pushstring(L, token);
+  return 2;
+}
+
+/* ---- functions as spawn payloads ---------------------------------------- */
+
+static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
+  (void)L;
+  ty__buf *b = ud;
+  if (b->len + sz > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + sz) cap *= 2;
+    b->data = realloc(b->data, cap);
+    if (!b->data) ty__die("out of memory");
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, p, sz);
+  b->len += sz;
+  return 0;
+}
+
+/* The name under which package.loaded holds v, pushed; or nothing (0). */
+static int push_module_name(lua_State *L, int vidx) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "loaded");
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, vidx)) {
+      lua_pop(L, 1);
+      lua_replace(L, -3); /* name where package was */
+      lua_pop(L, 1);
+      return 1;
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return 0;
+}
+
+/*
+ * Functions move between Lua states as bytecode, which loses upvalues. An
+ * upvalue that holds a module (a value of package.loaded, like the usual
+ * `local tycho = require "tycho"`) is re-required on the other side; any other
+ * upvalue is refused. Pushes a table {[i] = module name} or nil.
+ */
+static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
+  if (lua_iscfunction(L, idx))
+    luaL_error(L, "tycho.%s: cannot move a C function to another actor; wrap "
+               "it in a Lua function or use a module name", fname);
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  lua_getinfo(L, ">u", &ar);
+  if (ar.nups == 0) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_createtable(L, ar.nups, 0);
+  int map = lua_gettop(L);
+  luaL_Buffer b;
+  int bad = 0;
+  for (int i = 1; i <= ar.nups; i++) {
+    const char *name = lua_getupvalue(L, idx, i);
+    if (push_module_name(L, lua_gettop(L))) {
+      lua_rawseti(L, map, i);
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    if (bad++ == 0) luaL_buffinit(L, &b);
+    else luaL_addstring(&b, ", ");
+    luaL_addstring(&b, name && *name ? name : "?");
+  }
+  if (!bad) return;
+  luaL_pushresult(&b);
+  luaL_error(L, "tycho.%s: the function uses upvalue(s) (%s); an actor "
+             "shares nothing, so pass that data as arguments to tycho.%s "
+             "(upvalues holding modules from require are fine)", fname,
+             lua_tostring(L, -1), fname);
+}
+
+/* Pushes the bytecode of the function at idx (cached per worker state). */
+static void push_bytecode(lua_State *L, int idx) {
+  lt_worker *lw = lt_worker_get();
+  if (lw && lw->L == L) { /* the cache lives in the worker's main state */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+    lua_pushvalue(L, idx);
+    lua_rawget(L, -2);
+    if (!lua_isnil(L, -1)) {
+      lua_remove(L, -2);
+      return;
+    }
+    lua_pop(L, 2);
+  }
+  ty__buf b;
+  ty__buf_init(&b);
+  lua_pushvalue(L, idx);
+  lua_dump(L, dump_writer, &b);
+  lua_pop(L, 1);
+  lua_pushlstring(L, b.data, b.len);
+  ty__buf_free(&b);
+  if (lw && lw->L == L) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+    lua_pushvalue(L, idx);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+  }
+}
+
+/* Builds an lt_actor whose spawn payload is (function, upvalue modules,
+ * args at first..top). */
+static lt_actor *spawn_request(lua_State *L, int fidx, int first,
+                               const char *fname) {
+  int t = lua_type(L, fidx);
+  if (t != LUA_TSTRING && t != LUA_TFUNCTION)
+    luaL_error(L, "tycho.%s: bad argument #1 (expected a function or a module "
+               "name, got %s)", fname, luaL_typename(L, fidx));
+  if (t == LUA_TSTRING && lua_objlen(L, fidx) == 0)
+    luaL_error(L, "tycho.%s: empty module name", fname);
+  int top = lua_gettop(L); /* the arguments end here */
+  if (t == LUA_TSTRING) {
+    lua_pushvalue(L, fidx);
+    lua_pushnil(L);
+  } else {
+    push_upvalue_modules(L, fidx, fname);
+    push_bytecode(L, fidx);
+    lua_insert(L, -2); /* bytecode, map */
+  }
+  ty__buf b;
+  ty__buf_init(&b);
+  char err[256];
+  int r = ty__codec_encode(L, top + 1, 2, &b, SIZE_MAX, err, sizeof err);
+  if (r == 0 && top >= first)
+    r = ty__codec_encode(L, first, top - first + 1, &b, lt_g.max_message, err,
+                         sizeof err);
+  lua_settop(L, top);
+  if (r) {
+    ty__buf_free(&b);
+    luaL_error(L, "tycho.%s: %s", fname, err);
+  }
+  lt_actor *la = lt_actor_new();
+  la->fn_kind = t == LUA_TSTRING ? LT_FN_MODULE : LT_FN_BYTECODE;
+  la->spawn = b.data;
+  la->spawn_len = (uint32_t)b.len;
+  return la;
+}
+
+/* ---- spawn, self, send -------------------------------------------------- */
+
+static int l_spawn(lua_State *L) {
+  current(L, "spawn");
+  lt_actor *la = spawn_request(L, 1, 2, "spawn");
+  ty_pid pid;
+  if (ty_spawn(lt_g.rt, la, &pid)) {
+    lt_actor_free(la);
+    return luaL_error(L, "tycho.spawn: the actor table is full");
+  }
+  lua_pushnumber(L, (lua_Number)pid);
+  return 1;
+}
+
+static int l_self(lua_State *L) {
+  cur_t c = current(L, "self");
+  lua_pushnumber(L, (lua_Number)self_pid(c));
+  return 1;
+}
+
+/* After a send that found its ring full: wait for room, then return true. */
+static int maybe_block(lua_State *L, cur_t c) {
+  if (!ty_send_blocked(c.a) || L != c.la->co) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  c.la->wait = LT_W_YIELD;
+  return lua_yield(L, 0);
+}
+
+static int l_send(lua_State *L) {
+  cur_t c = current(L, "send");
+  ty_pid to = check_dest(L, 1, "send");
+  if (!to) return push_fail(L, "noproc");
+  ty_msg *m = encode_msg(L, 2, lua_gettop(L) - 1, "send");
+  m->to = to;
+  m->kind = LT_MSG;
+  if (ty_send(lt_g.rt, m)) {
+    ty_msg_free(m);
+    return push_fail(L, "noproc");
+  }
+  return maybe_block(L, c);
+}
+
+/* ---- recv, call, reply -------------------------------------------------- */
+
+static void wait_for(cur_t c, int what, int64_t timeout_ns, uint64_t ref) {
+  c.la->wait = (uint8_t)what;
+  c.la->deadline_ns = timeout_ns >= 0 ? ty__now_ns() + timeout_ns : 0;
+  ty_actor_wait(c.a, timeout_ns, ref);
+}
+
+static int l_recv(lua_State *L) {
+  int64_t timeout = opt_timeout(L, 1, "recv");
+  cur_t c = current_blocking(L, "recv");
+  ty_msg *m;
+  while (!c.a->mbox.signals && (m = ty_mbox_first(c.a))) {
+    ty_mbox_remove(c.a, NULL, m);
+    if (m->kind != LT_MSG && m->kind != LT_CALL) {
+      ty_msg_free(m); /* a late reply to a call that timed out */
+      continue;
+    }
+    if (m->kind == LT_CALL) lt_owed_push(c.la, m->from, m->ref);
+    lua_settop(L, 0);
+    char err[256];
+    int n = ty__codec_decode(L, m->data, m->len, err, sizeof err);
+    ty_msg_free(m);
+    if (n < 0) return luaL_error(L, "tycho.recv: bad message: %s", err);
+    return n;
+  }
+  if (timeout == 0 && !c.a->mbox.signals) return push_fail(L, "timeout");
+  wait_for(c, LT_W_RECV, timeout, 0);
+  if (c.a->mbox.signals) { /* let the resume op handle them first */
+    ty_actor_wait(c.a, 0, 0);
+  }
+  return lua_yield(L, 0);
+}
+
+static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
+  cur_t c = current_blocking(L, fname);
+  ty_pid to = check_dest(L, di, fname);
+  if (!to) return push_fail(L, "noproc");
+  if (to == c.a->pid || to == self_pid(c))
+    return luaL_error(L, "tycho.%s: an actor cannot call itself (it would "
+                      "wait for its own reply)", fname);
+  ty_msg *m = encode_msg(L, di + 1, lua_gettop(L) - di, fname);
+  lt_worker *lw = lt_worker_get();
+  m->to = to;
+  m->kind = LT_CALL;
+  m->ref = lw->next_ref++;
+  uint64_t ref = m->ref;
+  if (ty_send(lt_g.rt, m)) {
+    ty_msg_free(m);
+    return push_fail(L, "noproc");
+  }
+  c.la->call_ref = ref;
+  wait_for(c, LT_W_CALL, timeout, ref);
+  return lua_yield(L, 0);
+}
+
+static int l_call(lua_State *L) {
+  return do_call(L, (int64_t)(lt_g.call_timeout * 1e9), 1, "call");
+}
+
+static int l_call_timeout(lua_State *L) {
+  if (lua_type(L, 1) != LUA_TNUMBER)
+    return luaL_error(L, "tycho.call_timeout: bad argument #1 (expected "
+                      "seconds, got %s)", luaL_typename(L, 1));
+  return do_call(L, opt_timeout(L, 1, "call_timeout"), 2, "call_timeout");
+}
+
+static int l_reply(lua_State *L) {
+  cur_t c = current(L, "reply");
+  if (!c.la->nowed)
+    return luaL_error(L, "tycho.reply: no call is waiting for an answer (reply "
+                      "answers the last call received with tycho.recv)");
+  lt_owed o = c.la->owed[--c.la->nowed];
+  lt_send_reply(L, o.to, o.ref, 1, lua_gettop(L));
+  return 0;
+}
+
+static int l_answer(lua_State *L) {
+  ty_pid to = (ty_pid)lua_tonumber(L, lua_upvalueindex(1));
+  uint64_t ref = (uint64_t)lua_tonumber(L, lua_upvalueindex(2));
+  if (lua_toboolean(L, lua_upvalueindex(3)))
+    return luaL_error(L, "tycho.response: this call was answered already");
+  if (!ty_actor_current())
+    return luaL_error(L, "tycho.response: answer from inside an actor");
+  lua_pushboolean(L, 1);
+  lua_replace(L, lua_upvalueindex(3));
+  lt_owed_remove(ty_actor_current()->user, to, ref);
+  lt_send_reply(L, to, ref, 1, lua_gettop(L));
+  return 0;
+}
+
+static int l_response(lua_State *L) {
+  cur_t c = current(L, "response");
+  if (!c.la->nowed)
+    return luaL_error(L, "tycho.response: no call is waiting for an answer");
+  lt_owed o = c.la->owed[c.la->nowed - 1];
+  /* Still owed: if the actor ends first, the caller gets "dead". */
+  lua_pushnumber(L, (lua_Number)o.to);
+  lua_pushnumber(L, (lua_Number)o.ref);
+  lua_pushboolean(L, 0);
+  lua_pushcclosure(L, l_answer, 3);
+  return 1;
+}
+
+/* ---- time --------------------------------------------------------------- */
+
+static int l_sleep(lua_State *L) {
+  if (lua_type(L, 1) != LUA_TNUMBER)
+    return luaL_error(L, "tycho.sleep: bad argument #1 (expected seconds, got "
+                      "%s)", luaL_typename(L, 1));
+  int64_t ns = opt_timeout(L, 1, "sleep");
+  cur_t c = current_blocking(L, "sleep");
+  wait_for(c, LT_W_SLEEP, ns, UINT64_MAX);
+  return lua_yield(L, 0);
+}
+
+static int l_yield(lua_State *L) {
+  cur_t c = current_blocking(L, "yield");
+  c.la->wait = LT_W_YIELD;
+  return lua_yield(L, 0);
+}
+
+static int l_now(lua_State *L) {
+  lua_pushnumber(L, ty__now_ns() * 1e-9);
+  return 1;
+}
+
+/* ---- fork --------------------------------------------------------------- */
+
+static int l_fork(lua_State *L) {
+  cur_t c = current(L, "fork");
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  int n = lua_gettop(L);
+  lua_createtable(L, n, 0);
+  for (int i = 1; i <= n; i++) {
+    lua_pushvalue(L, i);
+    lua_rawseti(L, -2, i);
+  }
+  lt_worker *lw = lt_worker_get();
+  lua_xmove(L, lw->L, 1);
+  lt_actor *la = lt_actor_new();
+  la->fn_kind = LT_FN_REF;
+  la->fn_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
+  la->parent = self_pid(c);
+  ty_pid pid;
+  if (ty_spawn_at(lt_g.rt, ty_worker_id(ty_worker_current()), la, &pid)) {
+    luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);
+    lt_actor_free(la);
+    return luaL_error(L, "tycho.fork: the actor table is full");
+  }
+  lt_pids_add(&c.la->forks, pid);
+  lua_pushnumber(L, (lua_Number)pid);
+  return 1;
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+static int l_register(lua_State *L) {
+  cur_t c = current(L, "register");
+  const char *name = luaL_checkstring(L, 1);
+  if (!*name) return luaL_error(L, "tycho.register: empty name");
+  ty_pid pid = lua_isnoneornil(L, 2) ? self_pid(c) : check_dest(L, 2, "register");
+  if (!pid || !ty_pid_alive(lt_g.rt, pid)) return push_fail(L, "noproc");
+  if (lt_names_register(name, pid)) return push_fail(L, "taken");
+  if (pid == self_pid(c)) c.la->registered = true;
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_whereis(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  ty_pid pid = lt_g.rt ? lt_names_lookup(name) : 0;
+  if (pid && ty_pid_alive(lt_g.rt, pid)) lua_pushnumber(L, (lua_Number)pid);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* ---- links, monitors, exits --------------------------------------------- */
+
+static int l_monitor(lua_State *L) {
+  cur_t c = current(L, "monitor");
+  ty_pid to = check_dest(L, 1, "monitor");
+  if (!to || lt_send_raw(to, LT_SIG_MONITOR, 0, NULL, 0)) {
+    lua_pushliteral(L, "DOWN");
+    lua_pushnumber(L, to ? (lua_Number)to : 0);
+    lua_pushliteral(L, "noproc");
+    ty_msg *m = encode_msg(L, lua_gettop(L) - 2, 3, "monitor");
+    m->to = c.a->pid;
+    if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_link(lua_State *L) {
+  cur_t c = current(L, "link");
+  ty_pid to = check_dest(L, 1, "link");
+  if (to == c.a->pid) return 0;
+  if (!to || lt_send_raw(to, LT_SIG_LINK, 0, NULL, 0)) {
+    if (!c.la->trap_exit) return lt_exit_now(L, c.la, "noproc", 6);
+    lua_pushliteral(L, "EXIT");
+    lua_pushnumber(L, (lua_Number)to);
+    lua_pushliteral(L, "noproc");
+    ty_msg *m = encode_msg(L, lua_gettop(L) - 2, 3, "link");
+    m->to = c.a->pid;
+    if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+    return 0;
+  }
+  lt_pids_add(&c.la->links, to);
+  return 0;
+}
+
+static int l_unlink(lua_State *L) {
+  cur_t c = current(L, "unlink");
+  ty_pid to = check_dest(L, 1, "unlink");
+  if (to && lt_pids_remove(&c.la->links, to))
+    lt_send_raw(to, LT_SIG_UNLINK, 0, NULL, 0);
+  return 0;
+}
+
+static int l_trap_exit(lua_State *L) {
+  cur_t c = current(L, "trap_exit");
+  bool old = c.la->trap_exit;
+  c.la->trap_exit = lua_toboolean(L, 1);
+  lua_pushboolean(L, old);
+  return 1;
+}
+
+static const char *opt_reason(lua_State *L, int idx, const char *def,
+                              size_t *len, const char *fname) {
+  if (lua_isnoneornil(L, idx)) {
+    *len = strlen(def);
+    return def;
+  }
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "tycho.%s: the reason must be a string, got %s", fname,
+               luaL_typename(L, idx));
+  return lua_tolstring(L, idx, len);
+}
+
+static int l_exit(lua_State *L) {
+  cur_t c = current(L, "exit");
+  size_t len;
+  const char *reason = opt_reason(L, 1, "normal", &len, "exit");
+  return lt_exit_now(L, c.la, reason, len);
+}
+
+static int l_kill(lua_State *L) {
+  cur_t c = current(L, "kill");
+  ty_pid to = check_dest(L, 1, "kill");
+  size_t len;
+  const char *reason = opt_reason(L, 2, "killed", &len, "kill");
+  if (to && to == self_pid(c) && !c.la->parent)
+    return lt_exit_now(L, c.la, reason, len);
+  if (!to || lt_send_raw(to, LT_SIG_KILL, 0, reason, len))
+    return push_fail(L, "noproc");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* ---- stats -------------------------------------------------------------- */
+
+#define STAT_FIELDS(X)                                                         \
+  X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks) X(mesh_sent)   \
+  X(mesh_received) X(inject_pops) X(spawns_placed) X(spawns_remote) X(actors)
+
+static int l_stats(lua_State *L) {
+  if (!lt_g.rt) return luaL_error(L, "tycho.stats: the runtime is not running");
+  unsigned n = ty_runtime_workers(lt_g.rt);
+  ty_worker_stats total = {0};
+  lua_createtable(L, (int)n, 16);
+  for (unsigned i = 0; i < n; i++) {
+    ty_worker_stats s;
+    ty_worker_stats_get(lt_g.rt, i, &s);
+    lua_createtable(L, 0, 12);
+#define SET(f)                                                                 \
+  lua_pushnumber(L, (lua_Number)s.f);                                          \
+  lua_setfield(L, -2, #f);                                                     \
+  total.f += s.f;
+    STAT_FIELDS(SET)
+#undef SET
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+#define SETT(f)                                                                \
+  lua_pushnumber(L, (lua_Number)total.f);                                      \
+  lua_setfield(L, -2, #f);
+  STAT_FIELDS(SETT)
+#undef SETT
+  lua_pushnumber(L, n);
+  lua_setfield(L, -2, "workers");
+  return 1;
+}
+
+/* ---- config and run ----------------------------------------------------- */
+
+static int l_config(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lt_g.rt)
+    return luaL_error(L, "tycho.config: the runtime is running; configure it "
+                      "before tycho.run");
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    if (strcmp(k, "workers") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (v < 1 || v > 64 || floor(v) != v)
+        return luaL_error(L, "tycho.config: workers must be an integer "
+                          "between 1 and 64");
+      lt_g.workers = (unsigned)v;
+    } else if (strcmp(k, "call_timeout") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v > 0)) return luaL_error(L, "tycho.config: call_timeout must be > 0");
+      lt_g.call_timeout = v;
+    } else if (strcmp(k, "max_message") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v >= 64)) return luaL_error(L, "tycho.config: max_message must be >= 64 bytes");
+      lt_g.max_message = (size_t)v;
+    } else if (strcmp(k, "io") == 0) {
+      const char *io = luaL_checkstring(L, -1);
+      if (strcmp(io, "uring") && strcmp(io, "epoll") && strcmp(io, "auto"))
+        return luaL_error(L, "tycho.config: io must be \"uring\", \"epoll\" or "
+                          "\"auto\"");
+      free(lt_g.io);
+      lt_g.io = strdup(io);
+    } else {
+      return luaL_error(L, "tycho.config: unknown option '%s' (known: workers, "
+                        "io, call_timeout, max_message)", k);
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* The main actor's outcome, handed from its worker to the tycho.run caller. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done, ok;
+  char *data;
+  size_t len;
+} g_main = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+
+static volatile sig_atomic_t g_interrupted;
+
+void lt_main_done(bool ok, const char *data, size_t len) {
+  pthread_mutex_lock(&g_main.mu);
+  if (!g_main.done) {
+    g_main.done = true;
+    g_main.ok = ok;
+    g_main.data = ty__xmalloc(len + 1);
+    memcpy(g_main.data, data, len);
+    g_main.data[len] = 0;
+    g_main.len = len;
+    pthread_cond_signal(&g_main.cv);
+  }
+  pthread_mutex_unlock(&g_main.mu);
+}
+
+static void capture_paths(lua_State *L) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  free(lt_g.path);
+  lt_g.path = strdup(luaL_optstring(L, -1, ""));
+  lua_getfield(L, -2, "cpath");
+  free(lt_g.cpath);
+  lt_g.cpath = strdup(luaL_optstring(L, -1, ""));
+  lua_pop(L, 3);
+}
+
+static unsigned env_workers(lua_State *L) {
+  if (lt_g.workers) return lt_g.workers;
+  const char *e = getenv("TYCHO_WORKERS");
+  if (!e || !*e) return 0;
+  char *end;
+  long v = strtol(e, &end, 10);
+  if (*end || v < 1 || v > 64)
+    luaL_error(L, "TYCHO_WORKERS must be an integer between 1 and 64, not '%s'", e);
+  return (unsigned)v;
+}
+
+static void wait_main(void) {
+  pthread_mutex_lock(&g_main.mu);
+  while (!g_main.done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000;
+    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(&g_main.cv, &g_main.mu, &ts);
+    if (g_interrupted && !g_main.done) {
+      g_main.done = true;
+      g_main.ok = false;
+      g_main.data = strdup("interrupted");
+      g_main.len = strlen(g_main.data);
+    }
+  }
+  pthread_mutex_unlock(&g_main.mu);
+}
+
+/* Starts a runtime, runs la as the main actor, stops, returns its results. */
+static int run_main(lua_State *L, lt_actor *la) {
+  ty_config cfg;
+  ty_config_init(&cfg);
+  cfg.workers = env_workers(L);
+  capture_paths(L);
+  if (!lt_g.opener) lt_g.opener = luaopen_tycho_core;
+  ty_runtime *rt;
+  if (ty_runtime_new(&cfg, &lt_ops, NULL, &rt)) {
+    lt_actor_free(la);
+    return luaL_error(L, "tycho.run: cannot create the runtime");
+  }
+  g_main.done = false;
+  g_interrupted = 0;
+  lt_g.rt = rt;
+  la->is_main = true;
+  ty_runtime_start(rt);
+  ty_spawn(rt, la, NULL);
+  wait_main();
+  ty_runtime_stop(rt);
+  lt_g.rt = NULL;
+  ty_runtime_free(rt);
+  lt_names_clear();
+  bool ok = g_main.ok;
+  char *data = g_main.data;
+  size_t len = g_main.len;
+  g_main.data = NULL;
+  lua_settop(L, 0);
+  if (!ok) {
+    lua_pushlstring(L, data, len);
+    free(data);
+    return lua_error(L);
+  }
+  char err[256];
+  int n = ty__codec_decode(L, data, len, err, sizeof err);
+  free(data);
+  if (n < 0) return luaL_error(L, "tycho.run: bad results: %s", err);
+  return n;
+}
+
+static void check_can_run(lua_State *L) {
+  if (ty_worker_current())
+    luaL_error(L, "tycho.run: already inside the runtime (use tycho.spawn)");
+  if (lt_g.rt) luaL_error(L, "tycho.run: the runtime is already running");
+}
+
+static int l_run(lua_State *L) {
+  check_can_run(L);
+  if (lua_isnoneornil(L, 1))
+    return luaL_error(L, "tycho.run: bad argument #1 (expected the main "
+                      "function or a module name)");
+  lt_actor *la = spawn_request(L, 1, 2, "run");
+  return run_main(L, la);
+}
+
+/* _run_file(path, args...): the launcher's main actor is a script file. */
+static int l_run_file(lua_State *L) {
+  check_can_run(L);
+  luaL_checkstring(L, 1);
+  lt_actor *la = lt_actor_new();
+  la->fn_kind = LT_FN_FILE;
+  ty__buf b;
+  ty__buf_init(&b);
+  char err[256];
+  if (ty__codec_encode(L, 1, lua_gettop(L), &b, SIZE_MAX, err, sizeof err)) {
+    ty__buf_free(&b);
+    lt_actor_free(la);
+    return luaL_error(L, "tycho: %s", err);
+  }
+  la->spawn = b.data;
+  la->spawn_len = (uint32_t)b.len;
+  return run_main(L, la);
+}
+
+/* _interrupt(): ask a running tycho.run to stop (signal-safe core). */
+void lt_interrupt(void) { g_interrupted = 1; }
+
+static int l_running(lua_State *L) {
+  lua_pushboolean(L, lt_g.rt != NULL);
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {
+    {"config", l_config},       {"run", l_run},
+    {"spawn", l_spawn},         {"self", l_self},
+    {"send", l_send},           {"recv", l_recv},
+    {"call", l_call},           {"call_timeout", l_call_timeout},
+    {"reply", l_reply},         {"response", l_response},
+    {"sleep", l_sleep},         {"now", l_now},
+    {"yield", l_yield},         {"fork", l_fork},
+    {"register", l_register},   {"whereis", l_whereis},
+    {"monitor", l_monitor},     {"link", l_link},
+    {"unlink", l_unlink},       {"trap_exit", l_trap_exit},
+    {"exit", l_exit},           {"kill", l_kill},
+    {"stats", l_stats},         {"running", l_running},
+    {"_run_file", l_run_file},  {NULL, NULL}};
+
+int luaopen_tycho_core(lua_State *L) {
+  if (!lt_g.opener) lt_g.opener = luaopen_tycho_core;
+  lua_newtable(L);
+  luaL_register(L, NULL, funcs);
+  lua_pushliteral(L, TYCHO_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

@@ -1,0 +1,118 @@
+/*
+ * ltycho.h - the Lua binding: one LuaJIT state per worker, an actor is a
+ * coroutine in it. Shared between ltycho.c (the API functions), lactor.c
+ * (the actor lifecycle: start, resume, exit signals) and lnames.c.
+ */
+#ifndef TY_LTYCHO_H
+#define TY_LTYCHO_H
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "codec.h"
+#include "ty.h"
+
+/* Message kinds (ty_msg.kind). */
+enum {
+  LT_MSG = 0,       /* tycho.send */
+  LT_CALL = 1,      /* tycho.call: ref set, reply expected */
+  LT_REPLY = 2,     /* answer to a call (values) */
+  LT_REPLY_ERR = 3, /* the call failed: payload is the error token */
+  LT_SIG_EXIT = TY_MSG_SIGNAL, /* a linked actor ended: payload = reason */
+  LT_SIG_KILL,                 /* tycho.kill: payload = reason */
+  LT_SIG_LINK,                 /* from links itself to the receiver */
+  LT_SIG_UNLINK,
+  LT_SIG_MONITOR,              /* from monitors the receiver */
+};
+
+/* How an actor was given its function. */
+enum { LT_FN_BYTECODE = 0, LT_FN_MODULE, LT_FN_FILE, LT_FN_REF };
+
+/* What a suspended actor waits for. */
+enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD };
+
+typedef struct lt_owed {
+  ty_pid to;
+  uint64_t ref;
+} lt_owed;
+
+typedef struct lt_pids {
+  ty_pid *v;
+  uint32_t n, cap;
+} lt_pids;
+
+typedef struct lt_actor {
+  lua_State *co;
+  int co_ref;  /* anchors co in the registry (LUA_NOREF before start) */
+  uint8_t fn_kind;
+  uint8_t wait;
+  bool trap_exit;
+  bool is_main;
+  bool registered; /* has (had) a name: clean the name table at exit */
+  char *spawn;     /* encoded (function, args...) until the start */
+  uint32_t spawn_len;
+  int fn_ref;      /* LT_FN_REF: registry ref of a table {f, args...} */
+  uint64_t call_ref;
+  uint64_t deadline_ns; /* of the current wait, 0 for none */
+  ty_pid parent;        /* a fork's actor (0 for actors) */
+  lt_pids links, monitors, forks;
+  lt_owed *owed;        /* calls received and not answered yet */
+  uint32_t nowed, capowed;
+  char *exit_reason;    /* set by tycho.exit / a kill signal */
+} lt_actor;
+
+typedef struct lt_worker {
+  lua_State *L;
+  ty__buf buf;
+  int fncache_ref; /* registry: bytecode string -> function */
+  int dumpcache_ref; /* registry, weak keys: function -> bytecode */
+  uint64_t next_ref;
+} lt_worker;
+
+/* Process-wide settings (tycho.config) and the running runtime. */
+typedef struct lt_global {
+  ty_runtime *rt;
+  unsigned workers;
+  char *io;
+  double call_timeout;
+  size_t max_message;
+  char *path, *cpath; /* package.path/cpath handed to worker states */
+  int argc;
+  char **argv;
+  lua_CFunction opener; /* luaopen_tycho_core of this copy of the core */
+} lt_global;
+
+extern lt_global lt_g;
+
+/* lactor.c */
+extern const ty_actor_ops lt_ops;
+lt_actor *lt_actor_new(void);
+void lt_actor_free(lt_actor *la);
+/* Ends the running actor: error() with a sentinel that the resume op
+ * recognizes; la->exit_reason holds the reason. */
+int lt_exit_now(lua_State *L, lt_actor *la, const char *reason, size_t len);
+void lt_pids_add(lt_pids *p, ty_pid pid);
+bool lt_pids_remove(lt_pids *p, ty_pid pid);
+void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref);
+bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref);
+/* Sends a reply (values at L[first..first+n)) or an error token. */
+int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n);
+void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token);
+/* Sends a message whose payload is raw bytes. */
+int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
+                size_t len);
+/* The main actor's outcome, for tycho.run. */
+void lt_main_done(bool ok, const char *data, size_t len);
+
+/* lnames.c: the process-wide name table. */
+int lt_names_register(const char *name, ty_pid pid); /* 0 / -EEXIST */
+ty_pid lt_names_lookup(const char *name);
+void lt_names_drop_pid(ty_pid pid);
+void lt_names_clear(void);
+
+/* ltycho.c */
+lt_worker *lt_worker_get(void);
+int luaopen_tycho_core(lua_State *L);
+
+#endif

@@ -1,0 +1,160 @@
+/*
+ * main.c - the `tycho` launcher: runs a Lua script as the main actor.
+ *
+ *   tycho [--workers N] [--io uring|epoll] script.lua [args...]
+ *
+ * It embeds LuaJIT and this copy of the core, and finds tycho's Lua modules
+ * relative to its own location: <prefix>/share/lua/5.1 when installed as
+ * <prefix>/bin/tycho, or the source tree's lua/ when run from build/bin.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <luajit.h>
+
+#include "ltycho.h"
+
+void lt_interrupt(void);
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) {
+  g_signal = sig;
+  lt_interrupt();
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tycho [options] script.lua [args...]\n"
+          "Runs script.lua as the main actor of a tycho runtime.\n\n"
+          "options:\n"
+          "  --workers N     worker threads (default: one per CPU, or "
+          "TYCHO_WORKERS)\n"
+          "  --io KIND       I/O backend: uring or epoll (default: uring when "
+          "available, or TYCHO_IO)\n"
+          "  --version       print the version and exit\n"
+          "  --help          print this help and exit\n");
+}
+
+static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
+
+/* Prepends tycho's module directories to package.path / package.cpath. */
+static void set_paths(lua_State *L) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return;
+  *slash = 0; /* exe is now the binary's directory */
+  char probe[PATH_MAX + 64], path[3 * PATH_MAX + 256], cpath[PATH_MAX + 64];
+  snprintf(probe, sizeof probe, "%s/../../lua/tycho/init.lua", exe);
+  if (file_exists(probe)) { /* build/bin/tycho in the source tree */
+    snprintf(path, sizeof path, "%s/../../lua/?.lua;%s/../../lua/?/init.lua;",
+             exe, exe);
+    snprintf(cpath, sizeof cpath, "%s/../lib/?.so;", exe);
+  } else {
+    snprintf(path, sizeof path,
+             "%s/../share/lua/5.1/?.lua;%s/../share/lua/5.1/?/init.lua;", exe,
+             exe);
+    snprintf(cpath, sizeof cpath, "%s/../lib/lua/5.1/?.so;", exe);
+  }
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushstring(L, path);
+  lua_insert(L, -2);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_getfield(L, -1, "cpath");
+  lua_pushstring(L, cpath);
+  lua_insert(L, -2);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "cpath");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_tycho_core);
+  lua_setfield(L, -2, "tycho.core");
+  lua_pop(L, 2);
+}
+
+static int parse_workers(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < 1 || v > 64) {
+    fprintf(stderr, "tycho: --workers wants an integer from 1 to 64, not '%s'\n", s);
+    exit(2);
+  }
+  return (int)v;
+}
+
+int main(int argc, char **argv) {
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--version")) {
+      printf("tycho %s (%s)\n", TYCHO_VERSION, LUAJIT_VERSION);
+      return 0;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--workers") && i + 1 < argc) {
+      lt_g.workers = (unsigned)parse_workers(argv[++i]);
+    } else if (!strncmp(a, "--workers=", 10)) {
+      lt_g.workers = (unsigned)parse_workers(a + 10);
+    } else if (!strcmp(a, "--io") && i + 1 < argc) {
+      lt_g.io = strdup(argv[++i]);
+    } else if (!strncmp(a, "--io=", 5)) {
+      lt_g.io = strdup(a + 5);
+    } else if (!strcmp(a, "--")) {
+      i++;
+      break;
+    } else {
+      fprintf(stderr, "tycho: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (lt_g.io && strcmp(lt_g.io, "uring") && strcmp(lt_g.io, "epoll")) {
+    fprintf(stderr, "tycho: --io wants uring or epoll, not '%s'\n", lt_g.io);
+    return 2;
+  }
+  if (i >= argc) {
+    usage(stderr);
+    return 2;
+  }
+  lt_g.argc = argc - i;
+  lt_g.argv = argv + i;
+  lt_g.opener = luaopen_tycho_core;
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  set_paths(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tycho.core");
+  if (lua_pcall(L, 1, 1, 0)) {
+    fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  lua_getfield(L, -1, "_run_file");
+  for (int k = i; k < argc; k++) lua_pushstring(L, argv[k]);
+  int status = 0;
+  if (lua_pcall(L, argc - i, 0, 0)) {
+    if (g_signal) {
+      status = 128 + g_signal;
+    } else {
+      fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
+      status = 1;
+    }
+  }
+  lua_close(L);
+  return status;
+}

@@ -1,0 +1,69 @@
+/*
+ * pidtab.c - pid -> location table (see pidtab.h).
+ */
+#include "pidtab.h"
+
+#include <string.h>
+
+void ty__pidtab_init(ty__pidtab *t) {
+  memset(t, 0, sizeof *t);
+}
+
+void ty__pidtab_destroy(ty__pidtab *t) {
+  for (size_t i = 0; i < TY__PT_CHUNKS; i++) {
+    /* relaxed: called after every thread that used the table was joined. */
+    free(atomic_load_explicit(&t->chunks[i], memory_order_relaxed));
+  }
+}
+
+static ty__pident *chunk_for(ty__pidtab *t, uint32_t slot) {
+  _Atomic(ty__pident *) *cp = &t->chunks[slot >> TY__PT_CHUNK_BITS];
+  /* acquire: see the zeroed chunk another thread published. */
+  ty__pident *c = atomic_load_explicit(cp, memory_order_acquire);
+  if (c) return c;
+  ty__pident *fresh = ty__xcalloc(TY__PT_CHUNK, sizeof *fresh);
+  /* acq_rel: release publishes our zeroed chunk; acquire (on failure) sees
+   * the winner's. The loser frees its copy. */
+  if (atomic_compare_exchange_strong_explicit(cp, &c, fresh,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return fresh;
+  free(fresh);
+  return c;
+}
+
+ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot) {
+  /* relaxed: the counter only hands out distinct numbers; the entry itself
+   * is published through `word`. */
+  uint32_t s = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+  if (s >= TY_PID_MAX_SLOTS) return NULL;
+  *slot = s;
+  return &chunk_for(t, s)[s & (TY__PT_CHUNK - 1)];
+}
+
+ty_pid ty__pidtab_claim(ty__pident *e, uint32_t slot) {
+  /* relaxed: the slot is ours alone (fresh from the bump counter, or from our
+   * own free list, which only we touch). */
+  uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+  uint32_t gen = ty__w_gen(w);
+  if (gen == 0) gen = 1;
+  atomic_store_explicit(&e->pending, NULL, memory_order_relaxed);
+  atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
+  /* release: a sender that acquires this word sees the cleared fields. */
+  atomic_store_explicit(&e->word, ty__w_make(gen, TY__S_PENDING, 0),
+                        memory_order_release);
+  return ty__pid_make(slot, gen);
+}
+
+uint64_t ty__pidtab_lookup(ty__pidtab *t, ty_pid pid, ty__pident **ent) {
+  if (pid == 0) return 0;
+  ty__pident *e = ty__pidtab_get(t, ty__pid_slot(pid));
+  if (!e) return 0;
+  /* acquire: pairs with the release store that made the entry PENDING or
+   * LIVE, so `home` and (for the home worker) `actor` are valid. */
+  uint64_t w = atomic_load_explicit(&e->word, memory_order_acquire);
+  if (ty__w_gen(w) != ty__pid_gen(pid) || ty__w_state(w) == TY__S_FREE)
+    return 0;
+  *ent = e;
+  return w;
+}

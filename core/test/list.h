@@ -1,0 +1,29 @@
+/*
+ * list.h - every C test, once. X(name, timeout_seconds)
+ */
+#define TY_TEST_LIST(X)                                                        \
+  X(inject_fifo, 10)                                                           \
+  X(inject_batch, 10)                                                          \
+  X(inject_stress, 120)                                                        \
+  X(spawnq_basic, 10)                                                          \
+  X(spawnq_overflow, 10)                                                       \
+  X(spawnq_steal, 10)                                                          \
+  X(spawnq_chained_steal, 10)                                                  \
+  X(spawnq_stress, 300)                                                        \
+  X(mesh_basic, 10)                                                            \
+  X(mesh_full, 10)                                                             \
+  X(mesh_stress, 300)                                                          \
+  X(wheel_basic, 10)                                                           \
+  X(wheel_cancel, 10)                                                          \
+  X(wheel_levels, 10)                                                          \
+  X(wheel_stress, 60)                                                          \
+  X(rt_start_stop, 30)                                                         \
+  X(rt_spawn, 60)                                                              \
+  X(rt_spawn_external, 60)                                                     \
+  X(rt_pingpong, 60)                                                           \
+  X(rt_park_stress, 300)                                                       \
+  X(rt_fifo_stress, 300)                                                       \
+  X(rt_pending_messages, 30)                                                   \
+  X(rt_dead_pid, 30)                                                           \
+  X(rt_timers, 60)                                                             \
+  X(rt_stop_with_actors, 30)

@@ -1,0 +1,898 @@
+/*
+ * test_spawnq.c - the per-worker spawn queue: FIFO order, overflow into the
+ * inject queue, stealing (also chained), and an owner racing several
+ * stealers. Indices are started near UINT32_MAX where it matters, so the u32
+ * wrap is crossed.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "spawnq.h"
+#include "test.h"
+
+#define STAMP 0x5EEDF00DCAFEULL
+
+typedef struct {
+  ty__node node; /* first: a ty__node * is an item * */
+  long id;
+  uint64_t stamp; /* written just before a push, checked by whoever runs it */
+} item;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long id_of(ty__node *n) {
+  return n == NULL ? -1 : ((item *)n)->id;
+}
+
+/* Test only: an empty queue whose indices start at `start`. */
+static void spawnq_at(ty__spawnq *q, uint32_t cap, uint32_t start) {
+  ty__spawnq_init(q, cap);
+  atomic_store(&q->head, ((uint64_t)start << 32) | start);
+  atomic_store(&q->tail, start);
+}
+
+/* Test only: pretends a stealer has claimed `claimed` nodes and is copying. */
+static void fake_steal_begin(ty__spawnq *q, uint32_t claimed) {
+  uint64_t h = atomic_load(&q->head);
+  uint32_t real = (uint32_t)h;
+  atomic_store(&q->head, ((uint64_t)real << 32) | (uint32_t)(real + claimed));
+}
+
+/* Test only: the stealer is done (what its second CAS does). */
+static void fake_steal_end(ty__spawnq *q) {
+  uint32_t real = (uint32_t)atomic_load(&q->head);
+  atomic_store(&q->head, ((uint64_t)real << 32) | real);
+}
+
+static void push_id(ty__spawnq *q, item *items, long id, ty__inject *inj) {
+  items[id].id = id;
+  items[id].node.next = (ty__node *)0x1; /* nobody may trust a stale link */
+  ty__spawnq_push(q, &items[id].node, inj);
+}
+
+/* Pops the inject queue into ids[]; returns how many, or -1 if it holds more
+ * than max or a chain is malformed. */
+static long drain_inject(ty__inject *inj, long *ids, long max) {
+  long n = 0;
+  ty__node *first;
+  size_t got;
+  while ((got = ty__inject_pop_n(inj, 16, &first)) > 0) {
+    size_t k = 0;
+    for (ty__node *it = first; it != NULL; it = it->next, k++) {
+      if (n == max) return -1;
+      ids[n++] = id_of(it);
+    }
+    if (k != got) return -1;
+  }
+  return n;
+}
+
+/* ---- spawnq_basic ------------------------------------------------------ */
+
+static int basic_one(uint32_t cap, uint32_t start) {
+  static item items[TY__SPAWNQ_CAP];
+  static ty__spawnq q;
+  ty__inject inj;
+
+  ty__inject_init(&inj);
+  spawnq_at(&q, cap, start);
+  CHECK(ty__spawnq_pop(&q) == NULL);
+  CHECK_EQ(ty__spawnq_len(&q), 0);
+
+  for (long i = 0; i < (long)cap; i++) {
+    push_id(&q, items, i, &inj);
+    CHECK_EQ(ty__spawnq_len(&q), i + 1);
+  }
+  CHECK_EQ(ty__inject_len(&inj), 0); /* exactly full is not overflow */
+  for (long i = 0; i < (long)cap; i++) {
+    CHECK_EQ(id_of(ty__spawnq_pop(&q)), i);
+    CHECK_EQ(ty__spawnq_len(&q), (long)cap - i - 1);
+  }
+  CHECK(ty__spawnq_pop(&q) == NULL);
+
+  /* Many rounds of varying depth: positions go around the ring many times. */
+  for (long round = 0; round < 1000; round++) {
+    long depth = 1 + round % (long)cap;
+    for (long i = 0; i < depth; i++) push_id(&q, items, i, &inj);
+    for (long i = 0; i < depth; i++) CHECK_EQ(id_of(ty__spawnq_pop(&q)), i);
+    CHECK(ty__spawnq_pop(&q) == NULL);
+  }
+  CHECK_EQ(ty__inject_len(&inj), 0);
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+TEST_IMPL(spawnq_basic) {
+  static const uint32_t caps[] = {2, 4, 256};
+  static const uint32_t starts[] = {0, UINT32_MAX - 2, UINT32_MAX - 200};
+  for (size_t c = 0; c < ty__countof(caps); c++)
+    for (size_t s = 0; s < ty__countof(starts); s++)
+      CHECK_EQ(basic_one(caps[c], starts[s]), 0);
+  return 0;
+}
+
+/* ---- spawnq_overflow --------------------------------------------------- */
+
+/* A full ring of cap plus one push: the second half and the new node go to
+ * inject, in order; the first half stays. */
+static int overflow_once(uint32_t cap, uint32_t start) {
+  static item items[TY__SPAWNQ_CAP + 1];
+  static long ids[TY__SPAWNQ_CAP + 1];
+  static ty__spawnq q;
+  ty__inject inj;
+  long half = cap / 2;
+
+  ty__inject_init(&inj);
+  spawnq_at(&q, cap, start);
+  for (long i = 0; i <= (long)cap; i++) push_id(&q, items, i, &inj);
+
+  CHECK_EQ(ty__inject_len(&inj), half + 1);
+  CHECK_EQ(ty__spawnq_len(&q), half);
+  CHECK_EQ(drain_inject(&inj, ids, half + 1), half + 1);
+  for (long i = 0; i <= half; i++) CHECK_EQ(ids[i], half + i);
+  for (long i = 0; i < half; i++) CHECK_EQ(id_of(ty__spawnq_pop(&q)), i);
+  CHECK(ty__spawnq_pop(&q) == NULL);
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+/* With a steal in progress, only the new node goes to inject. */
+static int overflow_during_steal(void) {
+  static item items[8];
+  static long ids[8];
+  static ty__spawnq q;
+  ty__inject inj;
+
+  ty__inject_init(&inj);
+  spawnq_at(&q, 4, UINT32_MAX - 1);
+  for (long i = 0; i < 4; i++) push_id(&q, items, i, &inj);
+  fake_steal_begin(&q, 1); /* node 0 is being copied out */
+  push_id(&q, items, 4, &inj);
+  CHECK_EQ(ty__inject_len(&inj), 1);
+  CHECK_EQ(ty__spawnq_len(&q), 3);
+  CHECK_EQ(id_of(ty__spawnq_pop(&q)), 1); /* pop works during a steal */
+  push_id(&q, items, 5, &inj);            /* slot of 0 is not free yet */
+  CHECK_EQ(ty__inject_len(&inj), 2);
+  fake_steal_end(&q);
+  push_id(&q, items, 6, &inj); /* now it fits */
+  CHECK_EQ(ty__inject_len(&inj), 2);
+  CHECK_EQ(id_of(ty__spawnq_pop(&q)), 2);
+  CHECK_EQ(id_of(ty__spawnq_pop(&q)), 3);
+  CHECK_EQ(id_of(ty__spawnq_pop(&q)), 6);
+  CHECK(ty__spawnq_pop(&q) == NULL);
+  CHECK_EQ(drain_inject(&inj, ids, 8), 2);
+  CHECK_EQ(ids[0], 4);
+  CHECK_EQ(ids[1], 5);
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+/* Long run with pops mixed in: nothing lost or duplicated, the local pops
+ * and the inject queue each see ids in increasing order. */
+static int overflow_long(uint32_t cap, uint32_t start) {
+  enum { N = 20000 };
+  static item items[N];
+  static long ids[N];
+  static unsigned char seen[N];
+  static ty__spawnq q;
+  ty__inject inj;
+  uint64_t rng = 12345 + cap;
+  long last_local = -1, pushed = 0;
+
+  memset(seen, 0, sizeof(seen));
+  ty__inject_init(&inj);
+  spawnq_at(&q, cap, start);
+  while (pushed < N) {
+    long burst = 1 + (long)(ty__rand_next(&rng) % (3 * cap));
+    for (long i = 0; i < burst && pushed < N; i++)
+      push_id(&q, items, pushed++, &inj);
+    long pops = (long)(ty__rand_next(&rng) % (burst / 2 + 1));
+    for (long i = 0; i < pops; i++) {
+      long id = id_of(ty__spawnq_pop(&q));
+      if (id < 0) break;
+      CHECK(id > last_local);
+      last_local = id;
+      seen[id]++;
+    }
+  }
+  for (ty__node *n; (n = ty__spawnq_pop(&q)) != NULL;) {
+    CHECK(id_of(n) > last_local);
+    last_local = id_of(n);
+    seen[last_local]++;
+  }
+  long n = drain_inject(&inj, ids, N);
+  CHECK(n > 0);
+  for (long i = 0; i < n; i++) {
+    CHECK(i == 0 || ids[i] > ids[i - 1]);
+    seen[ids[i]]++;
+  }
+  for (long i = 0; i < N; i++) CHECK_EQ(seen[i], 1);
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+TEST_IMPL(spawnq_overflow) {
+  CHECK_EQ(overflow_once(2, 0), 0);
+  CHECK_EQ(overflow_once(4, 0), 0);
+  CHECK_EQ(overflow_once(4, UINT32_MAX - 1), 0);
+  CHECK_EQ(overflow_once(256, 0), 0);
+  CHECK_EQ(overflow_once(256, UINT32_MAX - 100), 0);
+  CHECK_EQ(overflow_during_steal(), 0);
+  CHECK_EQ(overflow_long(4, UINT32_MAX - 7), 0);
+  CHECK_EQ(overflow_long(256, UINT32_MAX - 1000), 0);
+  return 0;
+}
+
+/* ---- spawnq_steal ------------------------------------------------------ */
+
+static int steal_sequential(uint32_t start) {
+  static item items[512];
+  static ty__spawnq v, d;
+  ty__inject inj;
+
+  ty__inject_init(&inj);
+  spawnq_at(&v, 256, start);
+  spawnq_at(&d, 256, start + 77);
+
+  /* Empty victim. */
+  CHECK(ty__spawnq_steal_into(&v, &d) == NULL);
+
+  /* Half, rounded up; the last stolen one comes back, the rest are in d. */
+  for (long i = 0; i < 10; i++) push_id(&v, items, i, &inj);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 4);
+  CHECK_EQ(ty__spawnq_len(&v), 5);
+  CHECK_EQ(ty__spawnq_len(&d), 4);
+  for (long i = 0; i < 4; i++) CHECK_EQ(id_of(ty__spawnq_pop(&d)), i);
+  CHECK(ty__spawnq_pop(&d) == NULL);
+
+  /* Odd count rounds up: 5 -> 3; then 2 -> 1; then 1 -> 1. */
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 7);
+  CHECK_EQ(ty__spawnq_len(&d), 2);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 8);
+  CHECK_EQ(ty__spawnq_len(&d), 2);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 9);
+  CHECK(ty__spawnq_steal_into(&v, &d) == NULL);
+  CHECK_EQ(ty__spawnq_len(&v), 0);
+  CHECK_EQ(id_of(ty__spawnq_pop(&d)), 5);
+  CHECK_EQ(id_of(ty__spawnq_pop(&d)), 6);
+  CHECK(ty__spawnq_pop(&d) == NULL);
+
+  /* A steal in progress on the victim keeps others out. */
+  for (long i = 0; i < 6; i++) push_id(&v, items, i, &inj);
+  fake_steal_begin(&v, 1);
+  CHECK(ty__spawnq_steal_into(&v, &d) == NULL);
+  fake_steal_end(&v);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 3); /* 5 left -> 3 */
+  CHECK_EQ(id_of(ty__spawnq_pop(&d)), 1);
+  CHECK_EQ(id_of(ty__spawnq_pop(&d)), 2);
+  CHECK_EQ(id_of(ty__spawnq_pop(&v)), 4);
+  CHECK_EQ(id_of(ty__spawnq_pop(&v)), 5);
+  CHECK(ty__spawnq_pop(&v) == NULL);
+
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+/* dst capacity limits: over half full gives up; a small dst takes less. */
+static int steal_dst_limits(void) {
+  static item items[512];
+  static ty__spawnq v, d;
+  ty__inject inj;
+
+  ty__inject_init(&inj);
+  spawnq_at(&v, 256, 0);
+  spawnq_at(&d, 8, UINT32_MAX - 3);
+  for (long i = 0; i < 200; i++) push_id(&v, items, i, &inj);
+
+  for (long i = 300; i < 305; i++) push_id(&d, items, i, &inj); /* 5 > 8/2 */
+  CHECK(ty__spawnq_steal_into(&v, &d) == NULL);
+  CHECK_EQ(ty__spawnq_len(&v), 200);
+  CHECK_EQ(id_of(ty__spawnq_pop(&d)), 300); /* 4 == 8/2: may steal 4 */
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 3);
+  CHECK_EQ(ty__spawnq_len(&d), 7);
+  CHECK_EQ(ty__spawnq_len(&v), 196);
+  for (long i = 301; i < 305; i++) CHECK_EQ(id_of(ty__spawnq_pop(&d)), i);
+  for (long i = 0; i < 3; i++) CHECK_EQ(id_of(ty__spawnq_pop(&d)), i);
+  CHECK(ty__spawnq_pop(&d) == NULL);
+  CHECK_EQ(ty__inject_len(&inj), 0);
+
+  /* An empty cap-2 dst has room 2: one node lands there, one comes back. */
+  spawnq_at(&d, 2, 0);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&v, &d)), 5);
+  CHECK_EQ(id_of(ty__spawnq_pop(&d)), 4);
+  CHECK(ty__spawnq_pop(&d) == NULL);
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+/* loom's multi_stealer, repeated: an owner pops while two stealers steal. */
+typedef struct {
+  ty__spawnq *victim;
+  ty__spawnq dst;
+  long got[8];
+  int ngot;
+} stealer_arg;
+
+static void *one_steal(void *p) {
+  stealer_arg *a = p;
+  ty__node *n = ty__spawnq_steal_into(a->victim, &a->dst);
+  for (; n != NULL; n = ty__spawnq_pop(&a->dst)) a->got[a->ngot++] = id_of(n);
+  return NULL;
+}
+
+static int steal_threads(void) {
+  static item items[8];
+  static ty__spawnq v;
+  static stealer_arg args[2];
+  long rounds = test_scaled(1000, 200);
+  ty__inject inj;
+
+  ty__inject_init(&inj);
+  for (long r = 0; r < rounds; r++) {
+    long ids[8];
+    int seen[8] = {0}, n = 0;
+    pthread_t th[2];
+
+    spawnq_at(&v, 4, (uint32_t)(UINT32_MAX - (uint32_t)r % 8));
+    for (long i = 0; i < 6; i++) push_id(&v, items, i, &inj); /* 2 overflow */
+    for (int t = 0; t < 2; t++) {
+      args[t].victim = &v;
+      args[t].ngot = 0;
+      spawnq_at(&args[t].dst, 4, (uint32_t)r);
+      CHECK_EQ(pthread_create(&th[t], NULL, one_steal, &args[t]), 0);
+    }
+    for (ty__node *it; (it = ty__spawnq_pop(&v)) != NULL;) seen[id_of(it)]++;
+    for (int t = 0; t < 2; t++) {
+      pthread_join(th[t], NULL);
+      for (int k = 0; k < args[t].ngot; k++) seen[args[t].got[k]]++;
+    }
+    long m = drain_inject(&inj, ids, 8);
+    for (long k = 0; k < m; k++) seen[ids[k]]++;
+    for (int i = 0; i < 6; i++) n += seen[i] == 1;
+    CHECK_EQ(n, 6);
+  }
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+TEST_IMPL(spawnq_steal) {
+  CHECK_EQ(steal_sequential(0), 0);
+  CHECK_EQ(steal_sequential(UINT32_MAX - 4), 0);
+  CHECK_EQ(steal_dst_limits(), 0);
+  CHECK_EQ(steal_threads(), 0);
+  return 0;
+}
+
+/* ---- spawnq_chained_steal ---------------------------------------------- */
+
+/* Shared state of the threaded tests: every node must be run exactly once. */
+typedef struct {
+  item *items;
+  long n;
+  _Atomic unsigned char *seen;
+  ty__inject inj;
+  _Atomic long done;   /* nodes run (flushed from per-thread counts) */
+  _Atomic int bad;     /* set on a duplicate, a bad stamp or a bad id */
+  _Atomic long steals; /* successful steals, by kind (see users) */
+  _Atomic long chained;
+  _Atomic long injected;
+  int work; /* steps of fake work per node */
+} pool;
+
+static void pool_init(pool *p, long n, int work) {
+  p->n = n;
+  p->work = work;
+  p->items = calloc((size_t)n, sizeof(item));
+  p->seen = calloc((size_t)n, 1);
+  if (p->items == NULL || p->seen == NULL) ty__die("out of memory");
+  for (long i = 0; i < n; i++) p->items[i].id = i;
+  ty__inject_init(&p->inj);
+  atomic_init(&p->done, 0);
+  atomic_init(&p->bad, 0);
+  atomic_init(&p->steals, 0);
+  atomic_init(&p->chained, 0);
+  atomic_init(&p->injected, 0);
+}
+
+static void pool_free(pool *p) {
+  ty__inject_destroy(&p->inj);
+  free(p->items);
+  free((void *)p->seen);
+}
+
+static int pool_finished(pool *p) {
+  /* relaxed: a stop condition; pthread_join orders the final checks. */
+  return atomic_load_explicit(&p->done, memory_order_relaxed) >= p->n;
+}
+
+static void pool_fail(pool *p) {
+  atomic_store(&p->bad, 1);
+  atomic_store(&p->done, p->n); /* stop everyone */
+}
+
+/* Owner side of a push: stamp the item, then publish it. */
+static void pool_push(pool *p, ty__spawnq *q, long id) {
+  item *it = &p->items[id];
+  it->stamp = STAMP ^ (uint64_t)id;
+  it->node.next = (ty__node *)0x1;
+  ty__spawnq_push(q, &it->node, &p->inj);
+}
+
+/* "Runs" a node: checks it arrived intact and was not run before, then
+ * burns p->work steps so that queues have time to fill and be stolen from. */
+static void pool_run(pool *p, ty__node *n, long *local) {
+  item *it = (item *)n;
+  long id = it->id;
+  if (id < 0 || id >= p->n || it->stamp != (STAMP ^ (uint64_t)id)) {
+    pool_fail(p);
+    return;
+  }
+  /* relaxed: a per-node count; the join orders the final scan. */
+  if (atomic_fetch_add_explicit(&p->seen[id], 1, memory_order_relaxed) != 0)
+    pool_fail(p);
+  uint64_t x = (uint64_t)id;
+  for (int i = 0; i < p->work; i++) {
+    x = x * 6364136223846793005ULL + 1;
+    __asm__ __volatile__("" : "+r"(x)); /* keep the loop */
+  }
+  if (++*local == 256) {
+    atomic_fetch_add_explicit(&p->done, *local, memory_order_relaxed);
+    *local = 0;
+  }
+}
+
+/* Nodes pushed but not yet counted as run (approximate: counts lag). */
+static long pool_in_flight(pool *p, long pushed) {
+  return pushed - atomic_load_explicit(&p->done, memory_order_relaxed);
+}
+
+static void pool_flush(pool *p, long *local) {
+  if (*local == 0) return;
+  atomic_fetch_add_explicit(&p->done, *local, memory_order_relaxed);
+  *local = 0;
+}
+
+/* Takes a few nodes from inject: runs one, queues the rest in q (whose owner
+ * the caller is, and which is empty: they fit). Returns false if inject
+ * looked empty. */
+static bool pool_from_inject(pool *p, ty__spawnq *q, long *local) {
+  ty__node *first;
+  size_t got = ty__inject_pop_n(&p->inj, q->mask / 2 + 2, &first);
+  if (got == 0) return false;
+  atomic_fetch_add_explicit(&p->injected, (long)got, memory_order_relaxed);
+  ty__node *rest = first->next;
+  pool_run(p, first, local);
+  while (rest != NULL) {
+    ty__node *n = rest;
+    rest = rest->next;
+    ty__spawnq_push(q, n, &p->inj);
+  }
+  return true;
+}
+
+/* Waits until every node has run, failing the pool if none runs for `secs`:
+ * a lost node must fail the test, not hang it until the harness kills it. */
+static void pool_watch(pool *p, double secs) {
+  long last = -1;
+  double since = now_s();
+  while (!pool_finished(p)) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    long done = atomic_load(&p->done);
+    if (done != last) {
+      last = done;
+      since = now_s();
+    } else if (now_s() - since > secs) {
+      fprintf(stderr, "stalled: %ld of %ld nodes ran\n", done, p->n);
+      pool_fail(p);
+    }
+  }
+}
+
+static int pool_check(pool *p) {
+  CHECK_EQ(atomic_load(&p->bad), 0);
+  CHECK_EQ(atomic_load(&p->done), p->n);
+  for (long i = 0; i < p->n; i++) CHECK_EQ(atomic_load(&p->seen[i]), 1);
+  CHECK_EQ(ty__inject_len(&p->inj), 0);
+  return 0;
+}
+
+typedef struct {
+  pool *p;
+  ty__spawnq *own;
+  ty__spawnq *from; /* steals from here */
+  _Atomic long *steals; /* where successful steals are counted */
+  int pushes;           /* the owner of A also produces */
+  int uses_inject;
+} chain_arg;
+
+static void *chain_thread(void *v) {
+  chain_arg *a = v;
+  pool *p = a->p;
+  long local = 0, next = 0;
+  uint64_t rng = (uint64_t)(uintptr_t)a | 1;
+
+  int idle = 0;
+
+  while (!pool_finished(p)) {
+    if (a->pushes && next < p->n && pool_in_flight(p, next) < 1024) {
+      long burst = 1 + (long)(ty__rand_next(&rng) % 3);
+      for (long i = 0; i < burst && next < p->n; i++) pool_push(p, a->own, next++);
+    }
+    ty__node *n = ty__spawnq_pop(a->own);
+    if (n == NULL && a->from != NULL) {
+      n = ty__spawnq_steal_into(a->from, a->own);
+      if (n != NULL) atomic_fetch_add(a->steals, 1);
+    }
+    if (n != NULL) {
+      pool_run(p, n, &local);
+      idle = 0;
+    } else if (a->uses_inject && pool_from_inject(p, a->own, &local)) {
+      idle = 0;
+    } else {
+      /* Spin a little before yielding: C must catch B's queue non-empty. */
+      pool_flush(p, &local);
+      if (++idle % 64 == 0) sched_yield();
+    }
+  }
+  pool_flush(p, &local);
+  return NULL;
+}
+
+/* A stolen into B, B stolen into C, one step at a time. */
+static int chained_sequential(void) {
+  static item items[8];
+  static ty__spawnq a, b, c;
+  ty__inject inj;
+
+  ty__inject_init(&inj);
+  spawnq_at(&a, 4, UINT32_MAX);
+  spawnq_at(&b, 4, 0);
+  spawnq_at(&c, 4, UINT32_MAX - 1);
+  for (long i = 0; i < 4; i++) push_id(&a, items, i, &inj);
+
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&a, &b)), 1); /* b: [0] */
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&b, &c)), 0); /* c: [] */
+  CHECK_EQ(ty__spawnq_len(&b), 0);
+  CHECK_EQ(ty__spawnq_len(&c), 0);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&a, &b)), 2); /* a: [3] */
+  push_id(&a, items, 4, &inj);
+  push_id(&a, items, 5, &inj);
+  push_id(&a, items, 6, &inj);
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&a, &b)), 4); /* b: [3] */
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&a, &c)), 5); /* c: [] */
+  push_id(&b, items, 7, &inj);                        /* b: [3 7] */
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&b, &c)), 3); /* c: [] */
+  CHECK_EQ(id_of(ty__spawnq_steal_into(&b, &c)), 7);
+  CHECK_EQ(id_of(ty__spawnq_pop(&a)), 6);
+  CHECK(ty__spawnq_pop(&a) == NULL);
+  CHECK(ty__spawnq_pop(&b) == NULL);
+  CHECK(ty__spawnq_pop(&c) == NULL);
+  CHECK_EQ(ty__inject_len(&inj), 0);
+  ty__inject_destroy(&inj);
+  return 0;
+}
+
+/*
+ * Rounds in which B's queue is at once the destination of B's steal from A
+ * and the victim of C's steal, while A's owner pops and overflows: B's room
+ * check then sees C's steal in progress. Every node is accounted for each
+ * round; across rounds both kinds of steal must have happened.
+ */
+typedef struct {
+  ty__spawnq *victim;
+  ty__spawnq *own;
+  _Atomic int *go;
+  _Atomic int ready;
+  _Atomic int stealing; /* set right before the first steal attempt */
+  _Atomic int *wait_for; /* if set: wait for it before popping own nodes */
+  int tries;             /* steal attempts before giving up */
+  int steals;
+  int ngot;
+  long got[32];
+} round_arg;
+
+static void spin_work(int steps) {
+  uint64_t x = (uint64_t)steps;
+  for (int i = 0; i < steps; i++) {
+    x = x * 6364136223846793005ULL + 1;
+    __asm__ __volatile__("" : "+r"(x)); /* keep the loop */
+  }
+}
+
+static void wait_flag(_Atomic int *flag) {
+  while (!atomic_load(flag)) sched_yield();
+}
+
+/* The handshakes only line the racers up (a loaded machine would otherwise
+ * let one finish before the other starts); the races themselves remain. */
+static void *round_thread(void *v) {
+  round_arg *a = v;
+  atomic_store(&a->ready, 1);
+  wait_flag(a->go);
+  atomic_store(&a->stealing, 1);
+
+  ty__node *n = NULL;
+  for (int t = 0; t < a->tries && n == NULL; t++)
+    n = ty__spawnq_steal_into(a->victim, a->own);
+  a->steals += n != NULL;
+  if (a->wait_for != NULL) wait_flag(a->wait_for);
+  if (n == NULL) n = ty__spawnq_pop(a->own); /* B still has its own two */
+  for (; n != NULL; n = ty__spawnq_pop(a->own)) {
+    a->got[a->ngot++] = id_of(n);
+    spin_work(20);
+  }
+  return NULL;
+}
+
+static int chained_round(ty__spawnq *qa, round_arg *b, round_arg *c,
+                         ty__inject *inj, long round) {
+  static item items[32];
+  _Atomic int go = 0;
+  pthread_t tb, tc;
+  int seen[32] = {0};
+  long ids[32];
+
+  spawnq_at(qa, 8, UINT32_MAX - (uint32_t)(round % 16));
+  spawnq_at(b->own, 4, (uint32_t)round);
+  spawnq_at(c->own, 4, UINT32_MAX - 1);
+  for (long i = 0; i < 8; i++) push_id(qa, items, i, inj);
+  push_id(b->own, items, 20, inj); /* so that C has work even if B is late */
+  push_id(b->own, items, 21, inj);
+  b->go = c->go = &go;
+  b->ngot = c->ngot = 0;
+  b->wait_for = &c->stealing; /* C is trying to steal B's nodes */
+  c->wait_for = NULL;
+  atomic_store(&b->ready, 0);
+  atomic_store(&c->ready, 0);
+  atomic_store(&b->stealing, 0);
+  atomic_store(&c->stealing, 0);
+  CHECK_EQ(pthread_create(&tb, NULL, round_thread, b), 0);
+  CHECK_EQ(pthread_create(&tc, NULL, round_thread, c), 0);
+  wait_flag(&b->ready);
+  wait_flag(&c->ready);
+  atomic_store(&go, 1);
+  wait_flag(&b->stealing); /* B is trying to steal A's nodes */
+
+  /* A's owner: pops, pushes three more (overflowing if nothing was stolen). */
+  int popped = 0;
+  for (ty__node *n; (n = ty__spawnq_pop(qa)) != NULL;) {
+    seen[id_of(n)]++;
+    spin_work(20);
+    if (++popped == 2)
+      for (long i = 8; i < 11; i++) push_id(qa, items, i, inj);
+  }
+  pthread_join(tb, NULL);
+  pthread_join(tc, NULL);
+
+  for (int k = 0; k < b->ngot; k++) seen[b->got[k]]++;
+  for (int k = 0; k < c->ngot; k++) seen[c->got[k]]++;
+  long m = drain_inject(inj, ids, 32);
+  CHECK(m >= 0);
+  for (long k = 0; k < m; k++) seen[ids[k]]++;
+  for (int i = 0; i < 32; i++)
+    CHECK_EQ(seen[i], i < 11 || i == 20 || i == 21 ? 1 : 0);
+  return 0;
+}
+
+/* The same shape, continuously: A produces, B steals from A, C only from B. */
+static int chained_continuous(void) {
+  static ty__spawnq qa, qb, qc;
+  pool p;
+  pthread_t th[3];
+
+  pool_init(&p, test_scaled(100000, 10000), 400);
+  spawnq_at(&qa, 8, UINT32_MAX - 100);
+  spawnq_at(&qb, 4, 0);
+  spawnq_at(&qc, 4, UINT32_MAX - 3);
+  chain_arg args[3] = {
+      /* A: produces, runs its own, drains inject. */
+      {&p, &qa, NULL, NULL, 1, 1},
+      /* B: steals from A, drains inject. */
+      {&p, &qb, &qa, &p.steals, 0, 1},
+      /* C: steals only from B. */
+      {&p, &qc, &qb, &p.chained, 0, 0},
+  };
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ(pthread_create(&th[i], NULL, chain_thread, &args[i]), 0);
+  pool_watch(&p, 4);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+
+  int rc = pool_check(&p);
+  if (getenv("TY_TEST_VERBOSE"))
+    fprintf(stderr, "chained: n=%ld A->B %ld B->C %ld via inject %ld\n", p.n,
+            atomic_load(&p.steals), atomic_load(&p.chained),
+            atomic_load(&p.injected));
+  pool_free(&p);
+  return rc;
+}
+
+TEST_IMPL(spawnq_chained_steal) {
+  static ty__spawnq qa, qb, qc;
+  static round_arg b, c;
+  long rounds = test_scaled(1000, 200);
+  long ab = 0, bc = 0;
+  ty__inject inj;
+
+  CHECK_EQ(chained_sequential(), 0);
+
+  double t0 = now_s();
+  ty__inject_init(&inj);
+  b.victim = &qa;
+  b.own = &qb;
+  b.tries = 1;
+  c.victim = &qb;
+  c.own = &qc;
+  c.tries = 50;
+  for (long r = 0; r < rounds; r++) {
+    b.steals = c.steals = 0;
+    CHECK_EQ(chained_round(&qa, &b, &c, &inj, r), 0);
+    ab += b.steals;
+    bc += c.steals;
+  }
+  ty__inject_destroy(&inj);
+  if (getenv("TY_TEST_VERBOSE"))
+    fprintf(stderr, "chained rounds: %ld A->B %ld B->C %ld (%.2fs)\n", rounds,
+            ab, bc, now_s() - t0);
+  CHECK(ab > 0);
+  CHECK(bc > 0);
+
+  t0 = now_s();
+  CHECK_EQ(chained_continuous(), 0);
+  if (getenv("TY_TEST_VERBOSE"))
+    fprintf(stderr, "chained continuous: %.2fs\n",
+            now_s() - t0);
+  return 0;
+}
+
+/* ---- spawnq_stress ----------------------------------------------------- */
+
+enum { THIEVES = 4 };
+
+typedef struct {
+  pool *p;
+  ty__spawnq *owner_q;
+  ty__spawnq *thief_q[THIEVES];
+  uint32_t cap;
+} stress_t;
+
+typedef struct {
+  stress_t *st;
+  int index; /* -1: the owner */
+} stress_arg;
+
+/* Anything to do for the owner of q? Runs it and returns true. */
+static bool stress_step(stress_t *st, ty__spawnq *q, int self, uint64_t *rng,
+                        long *local) {
+  pool *p = st->p;
+  ty__node *n = ty__spawnq_pop(q);
+
+  if (n == NULL && q != st->owner_q) {
+    n = ty__spawnq_steal_into(st->owner_q, q);
+    if (n != NULL) atomic_fetch_add_explicit(&p->steals, 1, memory_order_relaxed);
+  }
+  if (n == NULL) {
+    int victim = (int)(ty__rand_next(rng) % THIEVES);
+    if (victim != self) {
+      n = ty__spawnq_steal_into(st->thief_q[victim], q);
+      if (n != NULL)
+        atomic_fetch_add_explicit(&p->chained, 1, memory_order_relaxed);
+    }
+  }
+  if (n != NULL) {
+    pool_run(p, n, local);
+    return true;
+  }
+  return pool_from_inject(p, q, local);
+}
+
+static void *stress_owner(void *v) {
+  stress_arg *a = v;
+  stress_t *st = a->st;
+  pool *p = st->p;
+  uint64_t rng = 0x243F6A8885A308D3ULL;
+  long local = 0, next = 0;
+
+  /* Bursts up to twice the ring: overflow is routine, not an accident. */
+  while (next < p->n && !pool_finished(p)) {
+    long burst = 1 + (long)(ty__rand_next(&rng) % (2 * st->cap));
+    if (pool_in_flight(p, next) > 16 * (long)st->cap + 2048) burst = 0;
+    for (long i = 0; i < burst && next < p->n; i++) pool_push(p, st->owner_q, next++);
+    long pops = (long)(ty__rand_next(&rng) % (burst / 2 + 2));
+    for (long i = 0; i < pops; i++) {
+      ty__node *n = ty__spawnq_pop(st->owner_q);
+      if (n == NULL) break;
+      pool_run(p, n, &local);
+    }
+  }
+  /* Then help: own queue, the thieves' queues, inject. */
+  while (!pool_finished(p)) {
+    if (!stress_step(st, st->owner_q, -1, &rng, &local)) {
+      pool_flush(p, &local);
+      sched_yield();
+    }
+  }
+  pool_flush(p, &local);
+  return NULL;
+}
+
+static void *stress_thief(void *v) {
+  stress_arg *a = v;
+  stress_t *st = a->st;
+  pool *p = st->p;
+  uint64_t rng = 0x13198A2E03707344ULL * (uint64_t)(a->index + 1);
+  ty__spawnq *q = st->thief_q[a->index];
+  long local = 0;
+
+  while (!pool_finished(p)) {
+    if (!stress_step(st, q, a->index, &rng, &local)) {
+      pool_flush(p, &local);
+      sched_yield();
+    }
+  }
+  pool_flush(p, &local);
+  return NULL;
+}
+
+static ty__spawnq *spawnq_new(uint32_t cap, uint32_t start) {
+  ty__spawnq *q = aligned_alloc(alignof(ty__spawnq), sizeof(ty__spawnq));
+  if (q == NULL) ty__die("out of memory");
+  spawnq_at(q, cap, start);
+  return q;
+}
+
+static int stress_run(long n, uint32_t cap) {
+  pool p;
+  stress_t st;
+  stress_arg args[THIEVES + 1];
+  pthread_t th[THIEVES + 1];
+
+  pool_init(&p, n, 20);
+  st.p = &p;
+  st.cap = cap;
+  st.owner_q = spawnq_new(cap, UINT32_MAX - 5000); /* crosses the wrap */
+  for (int i = 0; i < THIEVES; i++)
+    st.thief_q[i] = spawnq_new(cap, (uint32_t)i * 0x40000000u);
+  for (int i = 0; i <= THIEVES; i++) {
+    args[i].st = &st;
+    args[i].index = i - 1;
+    CHECK_EQ(pthread_create(&th[i], NULL, i == 0 ? stress_owner : stress_thief,
+                            &args[i]),
+             0);
+  }
+  pool_watch(&p, 10);
+  for (int i = 0; i <= THIEVES; i++) pthread_join(th[i], NULL);
+
+  int rc = pool_check(&p);
+  if (getenv("TY_TEST_VERBOSE"))
+    fprintf(stderr, "stress cap %u: n=%ld steals %ld chained %ld inject %ld\n",
+            cap, n, atomic_load(&p.steals), atomic_load(&p.chained),
+            atomic_load(&p.injected));
+  CHECK_EQ(rc, 0);
+  /* Each path must have been taken, or the test proved little. */
+  CHECK(atomic_load(&p.steals) > 0);
+  CHECK(atomic_load(&p.injected) > 0);
+  CHECK_EQ(ty__spawnq_len(st.owner_q), 0);
+  for (int i = 0; i < THIEVES; i++) {
+    CHECK_EQ(ty__spawnq_len(st.thief_q[i]), 0);
+    free(st.thief_q[i]);
+  }
+  free(st.owner_q);
+  pool_free(&p);
+  return 0;
+}
+
+TEST_IMPL(spawnq_stress) {
+  long total = test_scaled(10000000, 100000);
+  long small = total / 5; /* a tiny ring: overflow and steal collide often */
+
+  CHECK_EQ(stress_run(total - small, TY__SPAWNQ_CAP), 0);
+  CHECK_EQ(stress_run(small, 4), 0);
+  return 0;
+}
