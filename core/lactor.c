@@ -529,6 +529,8 @@ static int wake_args(ty_actor *a, lt_actor *la) {
   case LT_W_YIELD:
     lua_pushboolean(la->co, 1);
     return 1;
+  case LT_W_EXT:
+    return la->ext_wake(la->co, a, la, ty_actor_timed_out(a));
   }
   return 0;
 }
@@ -554,6 +556,8 @@ static int lt_resume(ty_actor *a, void *ud) {
   }
   la->wait = LT_W_NONE;
   la->deadline_ns = 0;
+  la->ext_wake = NULL;
+  la->ext_cancel = NULL;
   int st = lua_resume(la->co, nargs);
   if (st == LUA_YIELD) {
     if (la->wait == LT_W_NONE) {
@@ -570,6 +574,12 @@ static int lt_resume(ty_actor *a, void *ud) {
 static void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
+  if (w && la->wait == LT_W_EXT && la->ext_cancel) la->ext_cancel(a, la);
+  while (w && la->resources) {
+    lt_res *r = la->resources;
+    lt_res_remove(la, r);
+    r->close(r);
+  }
   if (w && la->co_ref != LUA_NOREF) {
     lt_worker *lw = ty_worker_data(w);
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);

@@ -341,6 +341,39 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   return lua_yield(L, 0);
 }
 
+uint64_t lt_new_ref(void) { return lt_worker_get()->next_ref++; }
+
+int lt_yield_reply(lua_State *L, const char *fname, uint64_t ref,
+                   int64_t timeout_ns) {
+  cur_t c = current_blocking(L, fname);
+  c.la->call_ref = ref;
+  wait_for(c, LT_W_CALL, timeout_ns, ref);
+  return lua_yield(L, 0);
+}
+
+int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
+                 void *ctx, int64_t timeout_ns) {
+  cur_t c = current_blocking(L, fname);
+  c.la->ext_wake = wake;
+  c.la->ext_ctx = ctx;
+  wait_for(c, LT_W_EXT, timeout_ns, UINT64_MAX);
+  return lua_yield(L, 0);
+}
+
+void lt_res_add(lt_actor *la, lt_res *r) {
+  r->prev = NULL;
+  r->next = la->resources;
+  if (la->resources) la->resources->prev = r;
+  la->resources = r;
+}
+
+void lt_res_remove(lt_actor *la, lt_res *r) {
+  if (r->prev) r->prev->next = r->next;
+  else if (la->resources == r) la->resources = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->next = r->prev = NULL;
+}
+
 static int l_call(lua_State *L) {
   return do_call(L, (int64_t)(lt_g.call_timeout * 1e9), 1, "call");
 }
@@ -786,5 +819,7 @@ int luaopen_tycho_core(lua_State *L) {
   luaL_register(L, NULL, funcs);
   lua_pushliteral(L, TYCHO_VERSION);
   lua_setfield(L, -2, "version");
+  lt_open_net(L);
+  lt_open_pool(L);
   return 1;
 }

@@ -30,7 +30,22 @@ enum {
 enum { LT_FN_BYTECODE = 0, LT_FN_MODULE, LT_FN_FILE, LT_FN_REF };
 
 /* What a suspended actor waits for. */
-enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD };
+enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD, LT_W_EXT };
+
+typedef struct lt_actor lt_actor;
+
+/* A wait owned by another module (I/O): after a wake or the timeout, ext_wake
+ * pushes the results of the yielded function on co and returns how many, or
+ * re-arms its wait (ty_actor_wait) and returns -1 to keep waiting. */
+typedef int (*lt_ext_wake_fn)(lua_State *co, ty_actor *a, lt_actor *la,
+                              bool timed_out);
+
+/* Something an actor owns (a socket): closed when the actor ends, on its
+ * worker. Kept in a list on the actor. */
+typedef struct lt_res {
+  struct lt_res *next, *prev;
+  void (*close)(struct lt_res *r);
+} lt_res;
 
 typedef struct lt_owed {
   ty_pid to;
@@ -42,7 +57,7 @@ typedef struct lt_pids {
   uint32_t n, cap;
 } lt_pids;
 
-typedef struct lt_actor {
+struct lt_actor {
   lua_State *co;
   int co_ref;  /* anchors co in the registry (LUA_NOREF before start) */
   uint8_t fn_kind;
@@ -60,7 +75,11 @@ typedef struct lt_actor {
   lt_owed *owed;        /* calls received and not answered yet */
   uint32_t nowed, capowed;
   char *exit_reason;    /* set by tycho.exit / a kill signal */
-} lt_actor;
+  lt_ext_wake_fn ext_wake; /* LT_W_EXT */
+  void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
+  void *ext_ctx;
+  lt_res *resources;    /* owned, closed at the end */
+};
 
 typedef struct lt_worker {
   lua_State *L;
@@ -113,6 +132,22 @@ void lt_names_clear(void);
 
 /* ltycho.c */
 lt_worker *lt_worker_get(void);
+/* A fresh call reference, unique per worker. */
+uint64_t lt_new_ref(void);
+/* From a C API function: yield until a reply (LT_REPLY / LT_REPLY_ERR) with
+ * `ref` arrives or timeout_ns passes (-1: never); the function's results are
+ * then the reply's values, or nil + error token ("timeout" on timeout). */
+int lt_yield_reply(lua_State *L, const char *fname, uint64_t ref,
+                   int64_t timeout_ns);
+/* From a C API function: yield in an LT_W_EXT wait. */
+int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
+                 void *ctx, int64_t timeout_ns);
+void lt_res_add(lt_actor *la, lt_res *r);
+void lt_res_remove(lt_actor *la, lt_res *r);
+
+/* Sub-modules: each adds its fields to the tycho.core table on top of L. */
+void lt_open_net(lua_State *L);  /* lnet.c: tcp, http support */
+void lt_open_pool(lua_State *L); /* lpool.c: the blocking pool */
 int luaopen_tycho_core(lua_State *L);
 
 #endif

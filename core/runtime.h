@@ -76,6 +76,7 @@ struct ty_worker {
   pthread_t thread;
   int wake_fd; /* eventfd: unparkers write, the parked owner waits on it */
   void *data;  /* the binding's per-worker data */
+  struct ty__io *io; /* the worker's I/O backend (owner only) */
 
   /* ---- written by the owner only ---- */
   alignas(TY_PAD) ty_actor *lifo;

@@ -124,6 +124,7 @@ typedef struct ty_config {
   uint32_t budget;           /* polls between timer/I/O maintenance */
   uint32_t max_lifo_polls;   /* LIFO polls in a row */
   uint32_t gq_interval_seed; /* first global queue interval */
+  int io;                    /* TY_IO_AUTO, TY_IO_URING or TY_IO_EPOLL */
 } ty_config;
 
 /* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
@@ -205,6 +206,10 @@ static inline ty_msg *ty_mbox_pop(ty_actor *a) {
  * Call with timeout_ns >= 0 and no message wanted to sleep.
  */
 void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref);
+/* Makes a waiting actor runnable (an I/O completion, say). Only on the
+ * actor's home worker; a no-op if it is not waiting. */
+void ty_actor_wake(ty_actor *a);
+
 /* After a resume that followed ty_actor_wait: did the timer end the wait? */
 bool ty_actor_timed_out(const ty_actor *a);
 

@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "runtime.h"
 
 #define MESH_BATCH 64    /* entries taken from one ring per turn */
@@ -367,6 +368,12 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   publish_all(w);
 }
 
+void ty_actor_wake(ty_actor *a) {
+  ty_worker *w = tls_worker;
+  ty__assert(w && a->home == w->id);
+  if (a->state == TY__A_WAITING) make_ready(w, a, false);
+}
+
 bool ty_send_blocked(const ty_actor *a) {
   return a->flags & TY__AF_SEND_BLOCKED;
 }
@@ -430,6 +437,7 @@ static void tune_interval(ty_worker *w, uint64_t now_ns) {
 static void maintenance(ty_worker *w) {
   uint64_t now = ty_runtime_now_ns(w->rt);
   tune_interval(w, now);
+  ty__io_wait(w->io, 0);
   fire_timers(w, now);
   drain_inbox(w);
   update_load(w);
@@ -539,17 +547,6 @@ static bool has_work(ty_worker *w, bool last_searcher) {
   return false;
 }
 
-static void wait_for_wake(ty_worker *w, int64_t timeout_ns) {
-  struct pollfd pfd = {.fd = w->wake_fd, .events = POLLIN};
-  struct timespec ts, *tsp = NULL;
-  if (timeout_ns >= 0) {
-    ts.tv_sec = timeout_ns / 1000000000;
-    ts.tv_nsec = timeout_ns % 1000000000;
-    tsp = &ts;
-  }
-  ppoll(&pfd, 1, tsp, NULL);
-}
-
 static int64_t park_timeout(ty_worker *w) {
   uint64_t next = ty__wheel_next_deadline(&w->wheel);
   int64_t t = -1;
@@ -583,7 +580,7 @@ static void park(ty_worker *w) {
   atomic_thread_fence(memory_order_seq_cst);
   if (!has_work(w, last)) {
     TY__STAT_ADD(w, parks, 1);
-    wait_for_wake(w, timeout);
+    ty__io_wait(w->io, timeout);
   }
   /* seq_cst: pairs with the wakers' CAS; NOTIFIED means the eventfd was (or
    * is about to be) written. */
@@ -646,6 +643,8 @@ void *ty__worker_main(void *arg) {
   tls_worker = w;
   ty__wheel_init(&w->wheel, ty_runtime_now_ns(rt) / 1000000);
   w->batch_start_ns = ty_runtime_now_ns(rt);
+  if (ty__io_new(w, w->wake_fd, rt->cfg.io, &w->io))
+    ty__die("cannot create the worker's I/O backend");
   if (rt->ops.worker_init) rt->ops.worker_init(w, rt->ud);
   worker_loop(w);
   w->lifo = NULL;
@@ -653,6 +652,8 @@ void *ty__worker_main(void *arg) {
   for (unsigned i = 0; i < rt->n; i++) w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
   destroy_started(w);
   if (rt->ops.worker_exit) rt->ops.worker_exit(w, rt->ud);
+  ty__io_free(w->io);
+  w->io = NULL;
   tls_worker = NULL;
   return NULL;
 }

@@ -1,6 +1,6 @@
 --- tycho: LuaJIT actors on every core.
--- The functions come from the C core (tycho.core); this file adds the Lua
--- parts of the API. See README.md for the whole interface.
+-- The functions come from the C core (tycho.core); sub-modules (tycho.http,
+-- tycho.json, tycho.fs ...) load on first use. See README.md for the API.
 local core = require "tycho.core"
 
 local tycho = {}
@@ -8,4 +8,18 @@ for k, v in pairs(core) do
   if k:sub(1, 1) ~= "_" then tycho[k] = v end
 end
 
-return tycho
+-- tycho.http, tycho.json, ... are lua/tycho/<name>.lua, loaded when touched.
+return setmetatable(tycho, {
+  __index = function(t, name)
+    if type(name) ~= "string" or not name:match("^[%a_][%w_]*$") then return nil end
+    local ok, mod = pcall(require, "tycho." .. name)
+    if not ok then
+      if tostring(mod):find("module 'tycho." .. name .. "' not found", 1, true) then
+        return nil
+      end
+      error(mod, 2)
+    end
+    rawset(t, name, mod)
+    return mod
+  end,
+})

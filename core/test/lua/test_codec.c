@@ -696,39 +696,37 @@ static double now_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/* One timed loop of `what` (0 encode, 1 decode, 2 both, 3 copy) over the n
+ * values at 1..n; returns ns per iteration. */
+static double bench_loop(int what, int n, long iters) {
+  double t0 = now_ns();
+  for (long i = 0; i < iters; i++) {
+    if (what != 1) {
+      if (what == 3) {
+        ty__codec_copy(L, 1, n, SIZE_MAX, err, sizeof(err));
+        lua_settop(L, n);
+        continue;
+      }
+      ty__buf_reset(&B);
+      ty__codec_encode(L, 1, n, &B, SIZE_MAX, err, sizeof(err));
+    }
+    if (what != 0) {
+      ty__codec_decode(L, B.data, B.len, err, sizeof(err));
+      lua_settop(L, n);
+    }
+  }
+  return (now_ns() - t0) / (double)iters;
+}
+
 static void bench(const char *name, const char *code) {
   long iters = test_scaled(1000000, 20000);
-  int n = run_lua(code), base = lua_gettop(L);
-  double t0, t_enc = 0, t_dec = 0, t_copy;
-  for (long i = 0; i < iters; i++) {
-    t0 = now_ns();
-    ty__buf_reset(&B);
-    ty__codec_encode(L, 1, n, &B, SIZE_MAX, err, sizeof(err));
-    double t1 = now_ns();
-    ty__codec_decode(L, B.data, B.len, err, sizeof(err));
-    lua_settop(L, base);
-    t_enc += t1 - t0;
-    t_dec += now_ns() - t1;
-  }
-  /* The clock reads above cost ~20 ns each; time the pair without them. */
-  t0 = now_ns();
-  for (long i = 0; i < iters; i++) {
-    ty__buf_reset(&B);
-    ty__codec_encode(L, 1, n, &B, SIZE_MAX, err, sizeof(err));
-    ty__codec_decode(L, B.data, B.len, err, sizeof(err));
-    lua_settop(L, base);
-  }
-  double t_pair = now_ns() - t0;
-  t0 = now_ns();
-  for (long i = 0; i < iters; i++) {
-    ty__codec_copy(L, 1, n, SIZE_MAX, err, sizeof(err));
-    lua_settop(L, base);
-  }
-  t_copy = now_ns() - t0;
-  printf("bench %-16s %3zu bytes  encode+decode %6.1f ns  (encode ~%.1f, "
-         "decode ~%.1f)  copy %6.1f ns\n",
-         name, B.len, t_pair / iters, t_enc / iters, t_dec / iters,
-         t_copy / iters);
+  int n = run_lua(code);
+  bench_loop(2, n, iters / 10); /* warm up (and fill B for decode) */
+  double enc = bench_loop(0, n, iters), dec = bench_loop(1, n, iters);
+  double both = bench_loop(2, n, iters), copy = bench_loop(3, n, iters);
+  printf("bench %-16s %3zu bytes  encode+decode %6.1f ns  (encode %.1f, "
+         "decode %.1f)  copy %6.1f ns\n",
+         name, B.len, both, enc, dec, copy);
   lua_settop(L, 0);
 }
 
