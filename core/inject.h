@@ -35,15 +35,19 @@ void ty__inject_push(ty__inject *q, ty__node *n);
 
 /*
  * Appends the chain first..last (linked through ->next, n nodes) in one lock
- * acquisition, keeping its order. Any thread.
+ * acquisition, keeping its order. last->next need not be NULL (it is set);
+ * n == 0 does nothing. Any thread.
  */
 void ty__inject_push_batch(ty__inject *q, ty__node *first, ty__node *last,
                            size_t n);
 
 /*
  * Removes up to max nodes from the front in one lock acquisition. Returns how
- * many were taken; *first receives the chain (NULL-terminated, in FIFO order).
- * Returns 0 without locking when the queue looks empty.
+ * many were taken; *first receives the chain (NULL-terminated, in FIFO order;
+ * NULL when none). Returns 0 without locking when the queue looks empty: that
+ * check is a relaxed load, so a caller that must not miss a concurrent push
+ * (a worker about to park) issues a seq_cst fence first, pairing with one
+ * the pusher issues after pushing and before reading the parker's state.
  */
 size_t ty__inject_pop_n(ty__inject *q, size_t max, ty__node **first);
 

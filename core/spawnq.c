@@ -36,7 +36,7 @@ static inline uint64_t spawnq__pack(uint32_t steal, uint32_t real) {
   return ((uint64_t)steal << 32) | real;
 }
 
-static inline _Atomic(ty__node *) *spawnq__slot(ty__spawnq *q, uint32_t pos) {
+static inline ty__node **spawnq__slot(ty__spawnq *q, uint32_t pos) {
   return &q->slots[pos & q->mask];
 }
 
@@ -47,14 +47,12 @@ void ty__spawnq_init(ty__spawnq *q, uint32_t cap) {
    * other threads does so through a synchronizing operation. */
   atomic_store_explicit(&q->head, 0, memory_order_relaxed);
   atomic_store_explicit(&q->tail, 0, memory_order_relaxed);
-  for (uint32_t i = 0; i < TY__SPAWNQ_CAP; i++)
-    atomic_store_explicit(&q->slots[i], NULL, memory_order_relaxed);
+  for (uint32_t i = 0; i < TY__SPAWNQ_CAP; i++) q->slots[i] = NULL;
 }
 
 /* Owner: writes n at position t and makes it visible to stealers. */
 static void spawnq__publish(ty__spawnq *q, uint32_t t, ty__node *n) {
-  /* relaxed: the release store of tail below publishes it. */
-  atomic_store_explicit(spawnq__slot(q, t), n, memory_order_relaxed);
+  *spawnq__slot(q, t) = n;
   /* release: a stealer that acquires this tail sees the slot written. */
   atomic_store_explicit(&q->tail, t + 1, memory_order_release);
 }
@@ -90,9 +88,7 @@ static bool spawnq__overflow(ty__spawnq *q, uint64_t h, uint32_t t,
   ty__node *first = NULL;
   ty__node *prev = NULL;
   for (uint32_t pos = real + half; pos != t; pos++) {
-    /* relaxed: we wrote these slots ourselves. */
-    ty__node *it = atomic_load_explicit(spawnq__slot(q, pos),
-                                        memory_order_relaxed);
+    ty__node *it = *spawnq__slot(q, pos); /* we wrote it */
     if (prev != NULL)
       prev->next = it;
     else
@@ -151,8 +147,7 @@ ty__node *ty__spawnq_pop(ty__spawnq *q) {
     if (atomic_compare_exchange_weak_explicit(&q->head, &h, next,
                                               memory_order_release,
                                               memory_order_relaxed)) {
-      /* relaxed: this thread wrote the slot; the CAS made it ours. */
-      return atomic_load_explicit(spawnq__slot(q, real), memory_order_relaxed);
+      return *spawnq__slot(q, real); /* we wrote it; the CAS made it ours */
     }
   }
 }
@@ -241,17 +236,12 @@ ty__node *ty__spawnq_steal_into(ty__spawnq *victim, ty__spawnq *dst) {
 
   /* Our claim is [first, first + n): steal is still at its start. */
   uint32_t first = spawnq__steal(claimed);
-  for (uint32_t i = 0; i + 1 < n; i++) {
-    /* relaxed: made visible by our acquire of victim->tail in claim. */
-    ty__node *it = atomic_load_explicit(spawnq__slot(victim, first + i),
-                                        memory_order_relaxed);
-    /* relaxed: published by the release store of dst->tail below. */
-    atomic_store_explicit(spawnq__slot(dst, dst_tail + i), it,
-                          memory_order_relaxed);
-  }
-  /* relaxed: as above; the last node goes to the caller, not to dst. */
-  ty__node *ret = atomic_load_explicit(spawnq__slot(victim, first + n - 1),
-                                       memory_order_relaxed);
+  /* The victim's slots were published by its tail, which claim acquired;
+   * ours are published by the release store of dst->tail below. */
+  for (uint32_t i = 0; i + 1 < n; i++)
+    *spawnq__slot(dst, dst_tail + i) = *spawnq__slot(victim, first + i);
+  /* The newest one goes to the caller, not to dst. */
+  ty__node *ret = *spawnq__slot(victim, first + n - 1);
   spawnq__unclaim(victim, claimed);
 
   if (n > 1) {

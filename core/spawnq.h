@@ -9,10 +9,13 @@
  *  - `tail` is a u32 written only by the owner;
  *  - indices are u32 and wrap; slots are index & mask, so a stalled stealer's
  *    CAS cannot succeed against a reused index (the u16 ABA of tokio #5041);
- *  - overflow (owner push into a full ring): claim half of the ring with one
- *    CAS and move it plus the new node to the inject queue in one batch; if a
- *    steal is in progress, push only the new node to inject.
+ *  - overflow (owner push into a full ring): one CAS on head claims the ring;
+ *    its second (newer) half plus the new node go to the inject queue in one
+ *    batch, in order (tokio #8029), and the first half, still in place, is
+ *    republished by moving tail. If a steal is in progress, only the new node
+ *    goes to inject.
  * Only the owner calls push and pop; any thread may call steal_into and len.
+ * The struct is aligned to TY_PAD: allocate it with aligned_alloc or embed it.
  */
 #ifndef TY_SPAWNQ_H
 #define TY_SPAWNQ_H
@@ -29,10 +32,13 @@ typedef struct ty__spawnq {
   alignas(TY_PAD) _Atomic uint32_t tail;
   /* Rarely changed. */
   alignas(TY_PAD) uint32_t mask;
-  /* Slots: written by the owner before the release store of tail; read by
-   * stealers after an acquire load of tail; atomic so that a read racing a
-   * later overwrite (which the CAS then rejects) is not a data race. */
-  _Atomic(ty__node *) slots[TY__SPAWNQ_CAP];
+  /* Slots are plain pointers: a stealer reads a slot only after its CAS has
+   * claimed it, so every access is ordered by happens-before: the owner's
+   * write before the reader's read by the tail release/acquire pair, the
+   * reader's read before the owner's next write to it by the release CAS that
+   * ends the steal and the owner's acquire load of head (ThreadSanitizer
+   * checks exactly that protocol). */
+  ty__node *slots[TY__SPAWNQ_CAP];
 } ty__spawnq;
 
 /* cap: power of two, 2..TY__SPAWNQ_CAP (small values are for tests). */
@@ -47,12 +53,14 @@ ty__node *ty__spawnq_pop(ty__spawnq *q);
 /*
  * Steals half of `victim` (rounded up) into `dst`, which must belong to the
  * calling thread and be empty enough: gives up when dst is over half full or
- * another steal on victim is in progress. Returns one stolen node for the
- * caller to run now (it is not put in dst), or NULL.
+ * another steal on victim is in progress, and takes no more than dst has room
+ * for (victim and dst may differ in capacity). Returns one stolen node (the
+ * newest taken) for the caller to run now (it is not put in dst), or NULL.
  */
 ty__node *ty__spawnq_steal_into(ty__spawnq *victim, ty__spawnq *dst);
 
-/* Number of queued nodes; exact for the owner, a hint for others. */
+/* Number of queued nodes; exact for the owner, a hint (at most cap) for
+ * others. */
 uint32_t ty__spawnq_len(ty__spawnq *q);
 
 #endif

@@ -182,6 +182,8 @@ unsigned ty_worker_id(const ty_worker *w);
 ty_runtime *ty_worker_runtime(const ty_worker *w);
 /* The actor being resumed on this thread, or NULL. */
 ty_actor *ty_actor_current(void);
+/* The worker's I/O backend (see io.h); only on the worker's own thread. */
+struct ty__io *ty_worker_io(const ty_worker *w);
 /* Per-worker pointer for the binding (its lua_State). */
 void ty_worker_set_data(ty_worker *w, void *data);
 void *ty_worker_data(const ty_worker *w);

@@ -33,6 +33,7 @@ ty_actor *ty_actor_current(void) {
 unsigned ty_worker_id(const ty_worker *w) { return w->id; }
 ty_runtime *ty_worker_runtime(const ty_worker *w) { return w->rt; }
 void ty_worker_set_data(ty_worker *w, void *data) { w->data = data; }
+struct ty__io *ty_worker_io(const ty_worker *w) { return w->io; }
 void *ty_worker_data(const ty_worker *w) { return w->data; }
 
 static ty_actor *actor_of_timer(ty__timer *t) {

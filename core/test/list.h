@@ -26,4 +26,12 @@
   X(rt_pending_messages, 30)                                                   \
   X(rt_dead_pid, 30)                                                           \
   X(rt_timers, 60)                                                             \
-  X(rt_stop_with_actors, 30)
+  X(rt_stop_with_actors, 30)                                                   \
+  TY_TEST_LIST_IO(X)                                                           \
+  TY_TEST_LIST_POOL(X)
+
+/* The I/O backends' tests (core/test/test_io*.c). */
+#define TY_TEST_LIST_IO(X)
+
+/* The blocking pool's tests (core/test/test_pool*.c). */
+#define TY_TEST_LIST_POOL(X)
