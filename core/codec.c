@@ -168,8 +168,8 @@ typedef struct seg {
 
 typedef struct walk {
   lua_State *L;
-  int arg;      /* stack index of the top-level value being walked */
-  size_t max;   /* byte limit of the encoding */
+  int arg;    /* stack index of the top-level value being walked */
+  size_t max; /* byte limit of the encoding */
   char *err;
   size_t errlen;
   const void *open[TY_CODEC_MAX_DEPTH]; /* tables on the current path */
@@ -700,7 +700,7 @@ typedef struct cp {
 static inline int cp_account(cp *c, size_t need) {
   if (ty__unlikely(need > c->w.max - c->size))
     return walk_fail_size(&c->w, need > SIZE_MAX - c->size ? SIZE_MAX
-                                                            : c->size + need);
+                                                           : c->size + need);
   c->size += need;
   return 0;
 }

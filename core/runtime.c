@@ -20,6 +20,7 @@ void ty_config_init(ty_config *c) {
   c->budget = 64;
   c->max_lifo_polls = 3;
   c->gq_interval_seed = 61;
+  c->spin_ns = 50000;
 }
 
 static unsigned cpu_count(void) {

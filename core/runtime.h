@@ -95,6 +95,8 @@ struct ty_worker {
   uint32_t batch_polls;
   double poll_ewma_ns;
   bool searching;
+  unsigned place_to;   /* P2C choice for the current block */
+  uint32_t place_left; /* spawns left in the block */
   uint32_t *free_slots; /* pid slots this worker may reuse */
   size_t nfree, capfree;
   size_t live;          /* started actors on this worker */

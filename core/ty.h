@@ -125,10 +125,11 @@ typedef struct ty_config {
   uint32_t max_lifo_polls;   /* LIFO polls in a row */
   uint32_t gq_interval_seed; /* first global queue interval */
   int io;                    /* TY_IO_AUTO, TY_IO_URING or TY_IO_EPOLL */
+  uint64_t spin_ns;          /* how long an idle worker looks before parking */
 } ty_config;
 
 /* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
- * LIFO 3, interval 61). */
+ * LIFO 3, interval 61, spin 20 us). */
 void ty_config_init(ty_config *c);
 
 /* Creates a runtime (threads not started). ud is passed to every op. */

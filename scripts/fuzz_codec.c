@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <lauxlib.h>
@@ -24,7 +25,7 @@
 #define REQUIRE(cond)                                                          \
   do {                                                                         \
     if (!(cond)) {                                                             \
-      fprintf(stderr, "fuzz_codec: %s failed (line %d)\n", #cond, __LINE__); \
+      fprintf(stderr, "fuzz_codec: %s failed (line %d)\n", #cond, __LINE__);   \
       abort();                                                                 \
     }                                                                          \
   } while (0)

@@ -56,15 +56,23 @@ static void reset_counters(void) {
   atomic_store(&g_errors, 0);
 }
 
-static ty_runtime *start_rt(unsigned workers, uint32_t ring) {
+static ty_runtime *start_rt_spin(unsigned workers, uint32_t ring,
+                                 uint64_t spin_ns) {
   ty_config cfg;
   ty_config_init(&cfg);
   cfg.workers = workers;
+  cfg.spin_ns = spin_ns;
   if (ring) cfg.mesh_ring = ring;
   ty_runtime *rt;
   if (ty_runtime_new(&cfg, &c_ops, NULL, &rt)) return NULL;
   ty_runtime_start(rt);
   return rt;
+}
+
+static ty_runtime *start_rt(unsigned workers, uint32_t ring) {
+  ty_config cfg;
+  ty_config_init(&cfg);
+  return start_rt_spin(workers, ring, cfg.spin_ns);
 }
 
 static cact *new_cact(step_fn step, long n) {
@@ -230,13 +238,14 @@ TEST_IMPL(rt_pingpong) {
 
 /*
  * Park/unpark: two actors pinned to different workers bounce a counter, so
- * each hop wakes a parked worker. Runs until the workers together were woken
- * `target` times; a lost wakeup hangs and the harness times the test out.
+ * each hop wakes a parked worker (spinning is off, so that every idle
+ * moment parks). Runs until the workers together were woken `target` times;
+ * a lost wakeup hangs and the harness times the test out.
  */
 TEST_IMPL(rt_park_stress) {
   reset_counters();
   long target = test_scaled(1000000, 20000);
-  ty_runtime *rt = start_rt(2, 0);
+  ty_runtime *rt = start_rt_spin(2, 0, 0);
   uint64_t unparks = 0;
   while (unparks < (uint64_t)target) {
     atomic_store(&g_done, 0);

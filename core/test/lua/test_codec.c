@@ -217,10 +217,10 @@ static int check_corruptions(const char *data, size_t len) {
 static void gen_value(int depth, bool allow_nil);
 
 static void gen_number(bool as_key) {
-  static const double special[] = {0.0,         -0.0,    1e308,   -1e308,
-                                   5e-324,      0.1,     2147483647.0,
-                                   2147483648.0, -2147483648.0,
-                                   -2147483649.0, 9007199254740993.0};
+  static const double special[] = {
+      0.0,          -0.0,          1e308,        -1e308,
+      5e-324,       0.1,           2147483647.0, 2147483648.0,
+      -2147483648.0, -2147483649.0, 9007199254740993.0};
   double d;
   uint64_t u;
   switch (rnd(6)) {
@@ -641,6 +641,11 @@ TEST_IMPL(codec_decode_errors) {
   CHECK(MALFORMED("\x06\xff\xff\xff\xff\x0f\x00\x00\x00\x00",
                   "bad table size") == 0);
   CHECK(MALFORMED("\x06\x00\xff\xff\xff\xff\x01\x01", "bad table size") ==
+        0);
+  /* Counts the remaining bytes cannot hold, below LuaJIT's limits too. */
+  CHECK(MALFORMED("\x06\x80\x80\x40\x00\x00\x00\x00\x01",
+                  "bad table size") == 0);
+  CHECK(MALFORMED("\x06\x00\x00\x00\x01\x00\x01\x01", "bad table size") ==
         0);
   CHECK(MALFORMED("\x06\x02\x01\x00\x00\x00\x01\x01", "bad table size") ==
         0);
