@@ -19,8 +19,11 @@
  *    as new as real (tail - real never underflows);
  *  - a stealer finishes with a release CAS that moves `steal` up to real; the
  *    owner acquire-loads head before writing slots, so the stealer's copies
- *    happen before the slots are reused. Later relaxed RMWs on head (pops)
- *    continue that release sequence.
+ *    happen before the slots are reused. Later RMWs on head by anyone (pops,
+ *    claims) continue that release sequence, so the owner still synchronizes
+ *    with it when the value it loads was written by one of those.
+ * Slots themselves are plain pointers: with the above, every slot read is
+ * ordered after the write it reads and before the next write to that slot.
  */
 #include "spawnq.h"
 
@@ -255,8 +258,9 @@ uint32_t ty__spawnq_len(ty__spawnq *q) {
   uint32_t cap = q->mask + 1;
   /* acquire: pairs with the owner's release on head, so tail >= real below. */
   uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
-  /* acquire: a hint for other threads; exact for the owner, which wrote it. */
-  uint32_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+  /* relaxed: only counted, no slot read; coherence after the acquire above
+   * already keeps it from being older than the tail that head implies. */
+  uint32_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
   uint32_t len = t - spawnq__real(h);
 
   /* A non-owner may pair an old head with a much newer tail. */

@@ -311,52 +311,79 @@ static int steal_dst_limits(void) {
   return 0;
 }
 
-/* loom's multi_stealer, repeated: an owner pops while two stealers steal. */
+/* loom's multi_stealer, repeated: an owner pops while two stealers steal.
+ * The stealers live across rounds and meet the owner at a barrier. */
 typedef struct {
   ty__spawnq *victim;
   ty__spawnq dst;
+  pthread_barrier_t *barrier;
+  _Atomic int *quit;
   long got[8];
   int ngot;
 } stealer_arg;
 
-static void *one_steal(void *p) {
+static void *stealer_thread(void *p) {
   stealer_arg *a = p;
-  ty__node *n = ty__spawnq_steal_into(a->victim, &a->dst);
-  for (; n != NULL; n = ty__spawnq_pop(&a->dst)) a->got[a->ngot++] = id_of(n);
-  return NULL;
+  for (;;) {
+    pthread_barrier_wait(a->barrier); /* round set up */
+    if (atomic_load(a->quit)) return NULL;
+    ty__node *n = ty__spawnq_steal_into(a->victim, &a->dst);
+    for (; n != NULL; n = ty__spawnq_pop(&a->dst)) a->got[a->ngot++] = id_of(n);
+    pthread_barrier_wait(a->barrier); /* round done */
+  }
+}
+
+/* One round: 6 pushed into a ring of 4 (3 overflow), then the race. */
+static int steal_round(ty__spawnq *v, stealer_arg args[2], ty__inject *inj,
+                       long r) {
+  static item items[8];
+  int seen[8] = {0};
+  long ids[8];
+
+  spawnq_at(v, 4, (uint32_t)(UINT32_MAX - (uint32_t)r % 8));
+  for (long i = 0; i < 6; i++) push_id(v, items, i, inj);
+  for (int t = 0; t < 2; t++) {
+    args[t].ngot = 0;
+    spawnq_at(&args[t].dst, 4, (uint32_t)r);
+  }
+  pthread_barrier_wait(args[0].barrier);
+  for (ty__node *it; (it = ty__spawnq_pop(v)) != NULL;) seen[id_of(it)]++;
+  pthread_barrier_wait(args[0].barrier);
+
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < args[t].ngot; k++) seen[args[t].got[k]]++;
+  long m = drain_inject(inj, ids, 8);
+  CHECK_EQ(m, 3);
+  for (long k = 0; k < m; k++) seen[ids[k]]++;
+  for (int i = 0; i < 8; i++) CHECK_EQ(seen[i], i < 6 ? 1 : 0);
+  return 0;
 }
 
 static int steal_threads(void) {
-  static item items[8];
   static ty__spawnq v;
   static stealer_arg args[2];
-  long rounds = test_scaled(1000, 200);
+  static pthread_barrier_t barrier;
+  _Atomic int quit = 0;
+  long rounds = test_scaled(2000, 200);
+  pthread_t th[2];
   ty__inject inj;
+  int rc = 0;
 
   ty__inject_init(&inj);
-  for (long r = 0; r < rounds; r++) {
-    long ids[8];
-    int seen[8] = {0}, n = 0;
-    pthread_t th[2];
-
-    spawnq_at(&v, 4, (uint32_t)(UINT32_MAX - (uint32_t)r % 8));
-    for (long i = 0; i < 6; i++) push_id(&v, items, i, &inj); /* 2 overflow */
-    for (int t = 0; t < 2; t++) {
-      args[t].victim = &v;
-      args[t].ngot = 0;
-      spawnq_at(&args[t].dst, 4, (uint32_t)r);
-      CHECK_EQ(pthread_create(&th[t], NULL, one_steal, &args[t]), 0);
-    }
-    for (ty__node *it; (it = ty__spawnq_pop(&v)) != NULL;) seen[id_of(it)]++;
-    for (int t = 0; t < 2; t++) {
-      pthread_join(th[t], NULL);
-      for (int k = 0; k < args[t].ngot; k++) seen[args[t].got[k]]++;
-    }
-    long m = drain_inject(&inj, ids, 8);
-    for (long k = 0; k < m; k++) seen[ids[k]]++;
-    for (int i = 0; i < 6; i++) n += seen[i] == 1;
-    CHECK_EQ(n, 6);
+  CHECK_EQ(pthread_barrier_init(&barrier, NULL, 3), 0);
+  for (int t = 0; t < 2; t++) {
+    args[t].victim = &v;
+    args[t].barrier = &barrier;
+    args[t].quit = &quit;
+    CHECK_EQ(pthread_create(&th[t], NULL, stealer_thread, &args[t]), 0);
   }
+  for (long r = 0; r < rounds && rc == 0; r++)
+    rc = steal_round(&v, args, &inj, r);
+  if (rc != 0) return rc; /* the threads are stuck at the barrier: exit */
+  atomic_store(&quit, 1);
+  pthread_barrier_wait(&barrier);
+  for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+  pthread_barrier_destroy(&barrier);
   ty__inject_destroy(&inj);
   return 0;
 }
@@ -517,7 +544,6 @@ static void *chain_thread(void *v) {
   pool *p = a->p;
   long local = 0, next = 0;
   uint64_t rng = (uint64_t)(uintptr_t)a | 1;
-
   int idle = 0;
 
   while (!pool_finished(p)) {
@@ -584,16 +610,20 @@ static int chained_sequential(void) {
  * and the victim of C's steal, while A's owner pops and overflows: B's room
  * check then sees C's steal in progress. Every node is accounted for each
  * round; across rounds both kinds of steal must have happened.
+ *
+ * B and C live across rounds and meet A's owner at a barrier; short bounded
+ * waits line the racers up (on a loaded machine one would otherwise finish
+ * before the other starts) without ever blocking a round for long.
  */
 typedef struct {
   ty__spawnq *victim;
   ty__spawnq *own;
-  _Atomic int *go;
-  _Atomic int ready;
-  _Atomic int stealing; /* set right before the first steal attempt */
-  _Atomic int *wait_for; /* if set: wait for it before popping own nodes */
-  int tries;             /* steal attempts before giving up */
-  int steals;
+  pthread_barrier_t *barrier;
+  _Atomic int stealing; /* set right before the steal attempts */
+  _Atomic int *wait_for; /* if set: briefly wait for it before popping */
+  _Atomic int *quit;
+  int tries; /* steal attempts before giving up */
+  long steals;
   int ngot;
   long got[32];
 } round_arg;
@@ -606,36 +636,51 @@ static void spin_work(int steps) {
   }
 }
 
-static void wait_flag(_Atomic int *flag) {
-  while (!atomic_load(flag)) sched_yield();
+/* Waits for *flag up to about 50 us; the round goes on either way. */
+static void wait_briefly(_Atomic int *flag) {
+  for (int i = 0; i < 2000 && !atomic_load(flag); i++) ty__cpu_relax();
 }
 
-/* The handshakes only line the racers up (a loaded machine would otherwise
- * let one finish before the other starts); the races themselves remain. */
-static void *round_thread(void *v) {
-  round_arg *a = v;
-  atomic_store(&a->ready, 1);
-  wait_flag(a->go);
-  atomic_store(&a->stealing, 1);
-
+static void round_turn(round_arg *a) {
   ty__node *n = NULL;
+  atomic_store(&a->stealing, 1);
   for (int t = 0; t < a->tries && n == NULL; t++)
     n = ty__spawnq_steal_into(a->victim, a->own);
   a->steals += n != NULL;
-  if (a->wait_for != NULL) wait_flag(a->wait_for);
+  if (a->wait_for != NULL) wait_briefly(a->wait_for);
   if (n == NULL) n = ty__spawnq_pop(a->own); /* B still has its own two */
   for (; n != NULL; n = ty__spawnq_pop(a->own)) {
     a->got[a->ngot++] = id_of(n);
     spin_work(20);
   }
-  return NULL;
+}
+
+static void *round_thread(void *v) {
+  round_arg *a = v;
+  for (;;) {
+    pthread_barrier_wait(a->barrier); /* round set up */
+    if (atomic_load(a->quit)) return NULL;
+    round_turn(a);
+    pthread_barrier_wait(a->barrier); /* round done */
+  }
+}
+
+/* A's side of one round, between the two barriers. */
+static void round_owner(ty__spawnq *qa, round_arg *b, item *items,
+                        ty__inject *inj, int seen[32]) {
+  int popped = 0;
+  wait_briefly(&b->stealing);
+  for (ty__node *n; (n = ty__spawnq_pop(qa)) != NULL;) {
+    seen[id_of(n)]++;
+    spin_work(20);
+    if (++popped == 2) /* three more: overflow if nothing was stolen */
+      for (long i = 8; i < 11; i++) push_id(qa, items, i, inj);
+  }
 }
 
 static int chained_round(ty__spawnq *qa, round_arg *b, round_arg *c,
                          ty__inject *inj, long round) {
   static item items[32];
-  _Atomic int go = 0;
-  pthread_t tb, tc;
   int seen[32] = {0};
   long ids[32];
 
@@ -645,31 +690,13 @@ static int chained_round(ty__spawnq *qa, round_arg *b, round_arg *c,
   for (long i = 0; i < 8; i++) push_id(qa, items, i, inj);
   push_id(b->own, items, 20, inj); /* so that C has work even if B is late */
   push_id(b->own, items, 21, inj);
-  b->go = c->go = &go;
   b->ngot = c->ngot = 0;
-  b->wait_for = &c->stealing; /* C is trying to steal B's nodes */
-  c->wait_for = NULL;
-  atomic_store(&b->ready, 0);
-  atomic_store(&c->ready, 0);
   atomic_store(&b->stealing, 0);
   atomic_store(&c->stealing, 0);
-  CHECK_EQ(pthread_create(&tb, NULL, round_thread, b), 0);
-  CHECK_EQ(pthread_create(&tc, NULL, round_thread, c), 0);
-  wait_flag(&b->ready);
-  wait_flag(&c->ready);
-  atomic_store(&go, 1);
-  wait_flag(&b->stealing); /* B is trying to steal A's nodes */
 
-  /* A's owner: pops, pushes three more (overflowing if nothing was stolen). */
-  int popped = 0;
-  for (ty__node *n; (n = ty__spawnq_pop(qa)) != NULL;) {
-    seen[id_of(n)]++;
-    spin_work(20);
-    if (++popped == 2)
-      for (long i = 8; i < 11; i++) push_id(qa, items, i, inj);
-  }
-  pthread_join(tb, NULL);
-  pthread_join(tc, NULL);
+  pthread_barrier_wait(b->barrier);
+  round_owner(qa, b, items, inj, seen);
+  pthread_barrier_wait(b->barrier);
 
   for (int k = 0; k < b->ngot; k++) seen[b->got[k]]++;
   for (int k = 0; k < c->ngot; k++) seen[c->got[k]]++;
@@ -678,6 +705,38 @@ static int chained_round(ty__spawnq *qa, round_arg *b, round_arg *c,
   for (long k = 0; k < m; k++) seen[ids[k]]++;
   for (int i = 0; i < 32; i++)
     CHECK_EQ(seen[i], i < 11 || i == 20 || i == 21 ? 1 : 0);
+  return 0;
+}
+
+/* Runs the rounds; *ab and *bc count successful steals A->B and B->C. */
+static int chained_rounds(long rounds, long *ab, long *bc) {
+  static ty__spawnq qa, qb, qc;
+  static round_arg b, c;
+  static pthread_barrier_t barrier;
+  _Atomic int quit = 0;
+  pthread_t tb, tc;
+  ty__inject inj;
+  int rc = 0;
+
+  ty__inject_init(&inj);
+  CHECK_EQ(pthread_barrier_init(&barrier, NULL, 3), 0);
+  b = (round_arg){.victim = &qa, .own = &qb, .barrier = &barrier,
+                  .wait_for = &c.stealing, .quit = &quit, .tries = 1};
+  c = (round_arg){.victim = &qb, .own = &qc, .barrier = &barrier,
+                  .wait_for = NULL, .quit = &quit, .tries = 50};
+  CHECK_EQ(pthread_create(&tb, NULL, round_thread, &b), 0);
+  CHECK_EQ(pthread_create(&tc, NULL, round_thread, &c), 0);
+  for (long r = 0; r < rounds && rc == 0; r++)
+    rc = chained_round(&qa, &b, &c, &inj, r);
+  if (rc != 0) return rc; /* the threads are stuck at the barrier: exit */
+  atomic_store(&quit, 1);
+  pthread_barrier_wait(&barrier);
+  pthread_join(tb, NULL);
+  pthread_join(tc, NULL);
+  pthread_barrier_destroy(&barrier);
+  ty__inject_destroy(&inj);
+  *ab = b.steals;
+  *bc = c.steals;
   return 0;
 }
 
@@ -714,29 +773,13 @@ static int chained_continuous(void) {
 }
 
 TEST_IMPL(spawnq_chained_steal) {
-  static ty__spawnq qa, qb, qc;
-  static round_arg b, c;
-  long rounds = test_scaled(1000, 200);
   long ab = 0, bc = 0;
-  ty__inject inj;
+  long rounds = test_scaled(2000, 200);
 
   CHECK_EQ(chained_sequential(), 0);
 
   double t0 = now_s();
-  ty__inject_init(&inj);
-  b.victim = &qa;
-  b.own = &qb;
-  b.tries = 1;
-  c.victim = &qb;
-  c.own = &qc;
-  c.tries = 50;
-  for (long r = 0; r < rounds; r++) {
-    b.steals = c.steals = 0;
-    CHECK_EQ(chained_round(&qa, &b, &c, &inj, r), 0);
-    ab += b.steals;
-    bc += c.steals;
-  }
-  ty__inject_destroy(&inj);
+  CHECK_EQ(chained_rounds(rounds, &ab, &bc), 0);
   if (getenv("TY_TEST_VERBOSE"))
     fprintf(stderr, "chained rounds: %ld A->B %ld B->C %ld (%.2fs)\n", rounds,
             ab, bc, now_s() - t0);
@@ -746,8 +789,7 @@ TEST_IMPL(spawnq_chained_steal) {
   t0 = now_s();
   CHECK_EQ(chained_continuous(), 0);
   if (getenv("TY_TEST_VERBOSE"))
-    fprintf(stderr, "chained continuous: %.2fs\n",
-            now_s() - t0);
+    fprintf(stderr, "chained continuous: %.2fs\n", now_s() - t0);
   return 0;
 }
 
@@ -803,7 +845,13 @@ static void *stress_owner(void *v) {
   while (next < p->n && !pool_finished(p)) {
     long burst = 1 + (long)(ty__rand_next(&rng) % (2 * st->cap));
     if (pool_in_flight(p, next) > 16 * (long)st->cap + 2048) burst = 0;
+    long before = next;
     for (long i = 0; i < burst && next < p->n; i++) pool_push(p, st->owner_q, next++);
+    if (before / 16384 != next / 16384) {
+      /* Now and then leave our queue to the thieves alone, so that stealing
+       * from it is sure to happen however the threads get scheduled. */
+      while (ty__spawnq_len(st->owner_q) > 0 && !pool_finished(p)) sched_yield();
+    }
     long pops = (long)(ty__rand_next(&rng) % (burst / 2 + 2));
     for (long i = 0; i < pops; i++) {
       ty__node *n = ty__spawnq_pop(st->owner_q);
