@@ -11,7 +11,7 @@ CC      ?= cc
 OPT     ?= -O2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
               -fno-strict-aliasing -g -DTYCHO_VERSION='"$(VERSION)"'
-LDLIBS  = -pthread -lm
+LDLIBS  = -pthread -lm -luring
 
 # luarocks passes LUA_INCDIR; it may point at a plain Lua 5.1, so only take
 # it when it holds luajit.h.
@@ -22,7 +22,7 @@ LUA_LIBS    = -lluajit-5.1
 BUILD   ?= build
 SAN     ?=
 
-LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/codec.c core/lnet.c core/lpool.c
+LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/codec.c core/lnet.c core/lpool.c core/ltcp.c
 MAIN_SRC  = core/main.c
 CORE_SRC  = $(filter-out $(LUA_SRC) $(MAIN_SRC),$(wildcard core/*.c))
 TEST_SRC  = $(wildcard core/test/*.c)
@@ -97,11 +97,16 @@ INST_BINDIR ?= $(INST_PREFIX)/bin
 INST_LIBDIR ?= $(INST_PREFIX)/lib/lua/5.1
 INST_LUADIR ?= $(INST_PREFIX)/share/lua/5.1
 
+# Every .lua under lua/tycho, sub-folders included, keeps its relative path.
+LUA_FILES   = $(patsubst lua/%,%,$(shell find lua/tycho -name '*.lua'))
+
 install: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	install -d $(DESTDIR)$(INST_BINDIR) $(DESTDIR)$(INST_LIBDIR)/tycho $(DESTDIR)$(INST_LUADIR)/tycho
 	install -m 755 $(BUILD)/bin/tycho $(DESTDIR)$(INST_BINDIR)/tycho
 	install -m 755 $(BUILD)/lib/tycho/core.so $(DESTDIR)$(INST_LIBDIR)/tycho/core.so
-	install -m 644 lua/tycho/*.lua $(DESTDIR)$(INST_LUADIR)/tycho/
+	for f in $(LUA_FILES); do \
+	  install -D -m 644 lua/$$f $(DESTDIR)$(INST_LUADIR)/$$f || exit 1; \
+	done
 
 clean:
 	rm -rf build build-tsan build-asan

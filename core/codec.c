@@ -30,6 +30,7 @@ enum {
   TAG_DOUBLE = 0x04,
   TAG_STR = 0x05,
   TAG_TABLE = 0x06,
+  TAG_HANDLE = 0x07, /* + u64 token: a userdata the hooks know (codec.h) */
   TAG_SHORTSTR = 0x40, /* + length 0..63 */
   TAG_FIXINT = 0x80    /* + value 0..127 */
 };
@@ -362,7 +363,43 @@ typedef struct enc {
   ty__buf *b;
   size_t start; /* buf->len when the encode began */
   size_t lim;   /* min(cap, start + max): one compare per write */
+  int handles;  /* userdata the hooks took; they hear how the encode ends */
 } enc;
+
+/* ---- handles: userdata that travel as tokens (see codec.h) ---------------- */
+
+/* acquire/release: the hooks struct is fully built before it is published;
+ * every state of the process installs the same one. */
+static _Atomic(const ty__codec_hooks *) g_hooks;
+
+void ty__codec_set_hooks(const ty__codec_hooks *h) {
+  atomic_store_explicit(&g_hooks, h, memory_order_release);
+}
+
+static const ty__codec_hooks *hooks(void) {
+  return atomic_load_explicit(&g_hooks, memory_order_acquire);
+}
+
+static inline uint8_t *enc_put(enc *e, size_t need);
+
+/* A userdata: 0 written as a handle, 1 not a handle, -1 failed. */
+static int enc_handle(enc *e, int idx, int depth) {
+  const ty__codec_hooks *h = hooks();
+  uint64_t token;
+  char msg[160];
+  if (!h) return 1;
+  msg[0] = 0;
+  int r = h->encode(e->w.L, idx, &token, msg, sizeof msg);
+  if (r > 0) return 1;
+  if (r < 0) return walk_fail(&e->w, depth, msg);
+  e->handles++;
+  uint8_t *p = enc_put(e, 9);
+  if (!p) return -1;
+  *p = TAG_HANDLE;
+  put_u32(p + 1, (uint32_t)token);
+  put_u32(p + 5, (uint32_t)(token >> 32));
+  return 0;
+}
 
 static void enc_set_lim(enc *e) {
   size_t end = e->w.max > SIZE_MAX - e->start ? SIZE_MAX : e->start + e->w.max;
@@ -512,6 +549,11 @@ static int enc_value(enc *e, int idx, int type, int depth) {
     return enc_string(e, idx);
   case LUA_TTABLE:
     return enc_table(e, idx, depth);
+  case LUA_TUSERDATA: {
+    int r = enc_handle(e, idx, depth);
+    if (r <= 0) return r;
+    return walk_fail_type(&e->w, idx, depth, false);
+  }
   default:
     return walk_fail_type(&e->w, idx, depth, false);
   }
@@ -525,15 +567,18 @@ int ty__codec_encode(lua_State *L, int first, int n, ty__buf *buf,
   walk_init(&e.w, L, max_bytes, err, errlen);
   e.b = buf;
   e.start = buf->len;
+  e.handles = 0;
   enc_set_lim(&e);
   for (int i = 0; i < n; i++) {
     e.w.arg = first + i;
     if (enc_value(&e, first + i, lua_type(L, first + i), 0) < 0) {
       lua_settop(L, top);
       buf->len = e.start;
+      if (e.handles) hooks()->done(L, false);
       return -1;
     }
   }
+  if (e.handles) hooks()->done(L, true);
   return 0;
 }
 
@@ -628,6 +673,18 @@ static int dec_table(dec *d, int depth, const uint8_t *at) {
   return dec_body(d, lua_gettop(d->L), depth, narr, nhash);
 }
 
+/* Without hooks the tag does not exist, as for every other reader. */
+static int dec_handle(dec *d, const uint8_t *at) {
+  const ty__codec_hooks *h = hooks();
+  if (!h) return dec_fail(d, "bad tag", at);
+  if (dec_left(d) < 8) return dec_fail(d, "truncated handle", at);
+  uint64_t token = get_u32(d->p) | (uint64_t)get_u32(d->p + 4) << 32;
+  d->p += 8;
+  if (!lua_checkstack(d->L, 4) || h->decode(d->L, token) < 0)
+    return dec_fail(d, "unknown handle", at);
+  return 0;
+}
+
 static int dec_value(dec *d, int depth) {
   lua_State *L = d->L;
   const uint8_t *at = d->p;
@@ -662,6 +719,8 @@ static int dec_value(dec *d, int depth) {
     return dec_lstr(d, len, at);
   case TAG_TABLE:
     return dec_table(d, depth, at);
+  case TAG_HANDLE:
+    return dec_handle(d, at);
   default:
     return dec_fail(d, "bad tag", at);
   }

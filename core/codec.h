@@ -23,6 +23,7 @@
  *   0x03 int32 (4 bytes)    0x04 double (8 bytes)
  *   0x05 string: varint length, bytes
  *   0x06 table: varint narr, u32 nhash, narr values, nhash key/value pairs
+ *   0x07 handle: u64 token (only with hooks installed; see below)
  *   0x40..0x7f string of 0..63 bytes    0x80..0xff integer 0..127
  * A buffer holds a sequence of values; concatenated encodings decode to the
  * concatenated value lists.
@@ -30,11 +31,38 @@
 #ifndef TY_CODEC_H
 #define TY_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <lua.h>
 
 #define TY_CODEC_MAX_DEPTH 100
+
+/*
+ * Handles: userdata that the binding lets travel (a connection moves to the
+ * receiver, a listener is shared). The codec knows no userdata itself; the
+ * binding installs one set of hooks for the process, and then
+ *  - encode asks `encode` about each userdata value: 0 and a token (written
+ *    as tag 0x07), 1 when it is not a handle (the usual "cannot copy a
+ *    userdata" error), or -1 with a message (the error names the path);
+ *  - after an encode in which `encode` returned 0 at least once, `done`
+ *    says whether the whole encode succeeded (the handles now travel) or
+ *    failed (they stay with the sender);
+ *  - decode of tag 0x07 calls `decode`, which pushes one value, or returns
+ *    -1 (an unknown token: the message is malformed).
+ * Without hooks tag 0x07 is a bad tag. ty__codec_copy refuses userdata
+ * whatever the hooks: a same-state copy cannot know who receives a handle.
+ */
+typedef struct ty__codec_hooks {
+  int (*encode)(lua_State *L, int idx, uint64_t *token, char *err,
+                size_t errlen);
+  int (*decode)(lua_State *L, uint64_t token);
+  void (*done)(lua_State *L, bool ok);
+} ty__codec_hooks;
+
+/* Installs the hooks (process-wide; any thread, idempotent). */
+void ty__codec_set_hooks(const ty__codec_hooks *h);
 
 /* Growable byte buffer (geometric growth). */
 typedef struct ty__buf {

@@ -58,7 +58,9 @@ bool ty__idle_park(ty__idle *s, unsigned id, bool searching) {
   s->parked[id] = true;
   s->sleepers[s->nsleepers++] = id;
   pthread_mutex_unlock(&s->lock);
-  return searching && ty__idle_searching(prev) == 1;
+  /* Nobody searches any more: a notifier that pushed stealable work just
+   * before may have seen us searching and woken nobody. */
+  return ty__idle_searching(prev) - (searching ? 1 : 0) == 0;
 }
 
 bool ty__idle_unpark(ty__idle *s, unsigned id) {

@@ -41,7 +41,9 @@ bool ty__idle_end_search(ty__idle *s);
  * searching from now on). */
 int ty__idle_to_notify(ty__idle *s);
 /* The caller (worker id, searching or not) is about to park. Returns true if
- * it was the last searcher, so it must re-check every queue before sleeping. */
+ * no worker is searching any more, so the caller must re-check every
+ * stealable queue before sleeping (a notifier may have counted on a searcher
+ * that is gone). */
 bool ty__idle_park(ty__idle *s, unsigned id, bool searching);
 /* The caller woke up (for whatever reason). Returns true if a notifier picked
  * it, in which case it counts as searching. */

@@ -15,8 +15,6 @@
 
 #define MAX_OWED 1024 /* unanswered calls remembered per actor */
 
-static char exit_sentinel; /* its address marks tycho.exit / kill unwinds */
-
 /* ---- small containers --------------------------------------------------- */
 
 void lt_pids_add(lt_pids *p, ty_pid pid) {
@@ -50,7 +48,13 @@ void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref) {
     la->owed = realloc(la->owed, la->capowed * sizeof *la->owed);
     if (!la->owed) ty__die("out of memory");
   }
-  la->owed[la->nowed++] = (lt_owed){to, ref};
+  la->owed[la->nowed++] = (lt_owed){to, ref, false};
+}
+
+int lt_owed_last(const lt_actor *la) {
+  for (uint32_t i = la->nowed; i-- > 0;)
+    if (!la->owed[i].delegated) return (int)i;
+  return -1;
 }
 
 bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
@@ -76,19 +80,55 @@ void lt_actor_free(lt_actor *la) {
   free(la->spawn);
   free(la->links.v);
   free(la->monitors.v);
-  free(la->forks.v);
   free(la->owed);
   free(la->exit_reason);
   free(la);
 }
 
+/* ---- forks -------------------------------------------------------------- */
+
+void lt_fork_attach(lt_actor *parent, lt_actor *fork) {
+  fork->parent_la = parent;
+  fork->fork_prev = NULL;
+  fork->fork_next = parent->forks;
+  if (parent->forks) parent->forks->fork_prev = fork;
+  parent->forks = fork;
+}
+
+static void fork_detach(lt_actor *fork) {
+  lt_actor *p = fork->parent_la;
+  if (!p) return;
+  if (fork->fork_prev) fork->fork_prev->fork_next = fork->fork_next;
+  else p->forks = fork->fork_next;
+  if (fork->fork_next) fork->fork_next->fork_prev = fork->fork_prev;
+  fork->parent_la = fork->fork_next = fork->fork_prev = NULL;
+}
+
+/* The actor is ending: its forks must not point at it any more. Returns the
+ * list, so that the caller can also signal them. */
+static lt_actor *forks_orphan(lt_actor *la) {
+  lt_actor *f = la->forks;
+  la->forks = NULL;
+  for (lt_actor *g = f; g; g = g->fork_next) g->parent_la = NULL;
+  return f;
+}
+
+lt_actor *lt_family_find(lt_actor *la, ty_pid pid) {
+  lt_actor *top = la->parent_la ? la->parent_la : la;
+  if (top->pid == pid) return top;
+  for (lt_actor *f = top->forks; f; f = f->fork_next)
+    if (f->pid == pid) return f;
+  return NULL;
+}
+
 /* ---- sending from C ----------------------------------------------------- */
 
-int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
-                size_t len) {
+int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
+                     const void *data, size_t len) {
   ty_msg *m = ty_msg_new(len);
   if (len) memcpy(m->data, data, len);
   m->to = to;
+  m->from = from; /* 0: ty_send fills in the running actor */
   m->kind = kind;
   m->ref = ref;
   int r = ty_send(lt_g.rt, m);
@@ -96,13 +136,19 @@ int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
   return r;
 }
 
-int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n) {
+int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
+                size_t len) {
+  return lt_send_raw_from(0, to, kind, ref, data, len);
+}
+
+int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
+                  const char *fname) {
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
   if (ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
                        sizeof err))
-    return luaL_error(L, "tycho.reply: %s", err);
+    return luaL_error(L, "tycho.%s: %s", fname, err);
   lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
   return 0;
 }
@@ -234,13 +280,20 @@ static int resolve_function(lt_worker *lw, lt_actor *la, lua_State *co) {
   return 0;
 }
 
-/* co holds function, {[i] = module name} or nil, args: sets upvalue i of the
- * function to require(name) (see push_upvalue_modules in ltycho.c). */
+/* co holds function, {[i] = module name or true} or nil, args: sets upvalue
+ * i of the function to require(name), or to the function itself (see
+ * push_upvalue_modules in ltycho.c). */
 static int bind_upvalue_modules(lua_State *co) {
   if (lua_isnil(co, 2)) return 0;
   lua_pushnil(co);
   while (lua_next(co, 2)) {
     int i = (int)lua_tointeger(co, -2);
+    if (lua_type(co, -1) == LUA_TBOOLEAN) {
+      lua_pop(co, 1);
+      lua_pushvalue(co, 1);
+      lua_setupvalue(co, 1, i);
+      continue;
+    }
     lua_getglobal(co, "require");
     lua_insert(co, -2);
     if (lua_pcall(co, 1, 1, 0)) {
@@ -253,26 +306,31 @@ static int bind_upvalue_modules(lua_State *co) {
   return 0;
 }
 
+/* Pushes the function and arguments of a fork (LT_FN_REF) on co. The table
+ * keeps its count in `n`: arguments may be nil. Returns nargs. */
+static int push_fork_function(lua_State *L, lt_actor *la, lua_State *co) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, la->fn_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, la->fn_ref);
+  la->fn_ref = LUA_NOREF;
+  lua_getfield(L, -1, "n");
+  int n = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_xmove(L, co, 1);
+  luaL_checkstack(co, n + 2, "too many arguments");
+  for (int i = 1; i <= n; i++) lua_rawgeti(co, 1, i);
+  lua_remove(co, 1);
+  return n - 1;
+}
+
 /* Creates the coroutine and pushes function + arguments. Returns nargs, or
  * -1 with an error message on co's stack. */
-static int start_actor(ty_actor *a, lt_actor *la) {
+static int start_actor(lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   lua_State *L = lw->L;
   lua_State *co = lua_newthread(L);
   la->co = co;
   la->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  (void)a;
-  if (la->fn_kind == LT_FN_REF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, la->fn_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, la->fn_ref);
-    la->fn_ref = LUA_NOREF;
-    int n = (int)lua_objlen(L, -1);
-    lua_xmove(L, co, 1);
-    luaL_checkstack(co, n + 2, "too many arguments");
-    for (int i = 1; i <= n; i++) lua_rawgeti(co, 1, i);
-    lua_remove(co, 1);
-    return n - 1;
-  }
+  if (la->fn_kind == LT_FN_REF) return push_fork_function(L, la, co);
   char err[256];
   int n = ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
   free(la->spawn);
@@ -301,6 +359,7 @@ static int start_actor(ty_actor *a, lt_actor *la) {
 static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
                         size_t rlen) {
   lua_State *L = lt_worker_get()->L;
+  lt_grave_add(ty_worker_id(ty_worker_current()), a->pid, reason, rlen);
   for (uint32_t i = 0; i < la->monitors.n; i++) {
     lua_pushliteral(L, "DOWN");
     lua_pushnumber(L, (lua_Number)a->pid);
@@ -309,47 +368,69 @@ static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
   }
   for (uint32_t i = 0; i < la->links.n; i++)
     lt_send_raw(la->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
-  for (uint32_t i = 0; i < la->forks.n; i++)
-    lt_send_raw(la->forks.v[i], LT_SIG_KILL, 0, reason, rlen);
+  for (lt_actor *f = forks_orphan(la); f; f = f->fork_next)
+    lt_send_raw(f->pid, LT_SIG_KILL, 0, reason, rlen);
   for (uint32_t i = 0; i < la->nowed; i++)
     lt_send_reply_err(la->owed[i].to, la->owed[i].ref, "dead");
   la->nowed = 0;
-  if (la->registered) lt_names_drop_pid(a->pid);
+  lt_names_drop_pid(a->pid);
 }
 
 static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
                    size_t rlen) {
-  if (la->parent && !ok) {
-    /* A fork is part of its actor: its failure ends the actor. */
-    lt_send_raw(la->parent, LT_SIG_KILL, 0, reason, rlen);
+  lt_actor *parent = la->parent_la;
+  if (parent) {
+    fork_detach(la);
+    /* A fork is part of its actor: its failure, or its tycho.exit, ends
+     * the actor (which then ends its other forks). */
+    if (!ok || la->end_actor)
+      lt_send_raw(parent->pid, LT_SIG_KILL, 0, reason, rlen);
   }
   notify_exit(a, la, reason, rlen);
+}
+
+/* The error value at the top of co as a string: tostring() through a
+ * __tostring metamethod when there is one. */
+static const char *error_text(lua_State *co) {
+  const char *m = lua_tostring(co, -1);
+  if (m) return m;
+  if (luaL_callmeta(co, -1, "__tostring") && lua_isstring(co, -1))
+    return lua_tostring(co, -1);
+  return lua_pushfstring(co, "(error object is a %s value)",
+                         luaL_typename(co, -1));
 }
 
 static void report_error(ty_actor *a, lua_State *co, const char **msg,
                          size_t *len) {
   lua_State *L = lt_worker_get()->L;
-  const char *m = lua_tostring(co, -1);
-  if (!m) m = lua_pushfstring(co, "(error object is a %s value)",
-                             luaL_typename(co, -1));
+  const char *m = error_text(co);
   luaL_traceback(L, co, m, 0);
   lua_xmove(L, co, 1);
   *msg = lua_tolstring(co, -1, len);
+  lt_actor *la = a->user;
   /* The main actor's error goes to the caller of tycho.run instead. */
-  if (!((lt_actor *)a->user)->is_main)
+  if (la->is_main) return;
+  if (la->parent)
+    fprintf(stderr, "tycho: actor %.0f (fork %.0f) failed: %s\n",
+            (double)la->parent, (double)a->pid, *msg);
+  else
     fprintf(stderr, "tycho: actor %.0f failed: %s\n", (double)a->pid, *msg);
 }
 
-/* The coroutine returned: main actors hand their results to tycho.run. */
+/* The coroutine returned: main actors hand their results to tycho.run (the
+ * launcher's script has no caller to take them). */
 static int on_return(ty_actor *a, lt_actor *la) {
-  if (la->is_main) {
+  if (la->is_main && la->fn_kind == LT_FN_FILE) {
+    lt_main_done(true, "", 0);
+  } else if (la->is_main) {
     lt_worker *lw = lt_worker_get();
     char err[256];
     int n = lua_gettop(la->co);
     ty__buf_reset(&lw->buf);
     if (ty__codec_encode(la->co, 1, n, &lw->buf, SIZE_MAX, err, sizeof err)) {
       char msg[300];
-      snprintf(msg, sizeof msg, "tycho.run: cannot return the results: %s", err);
+      snprintf(msg, sizeof msg, "tycho.run: cannot return the results: %s",
+               err);
       lt_main_done(false, msg, strlen(msg));
     } else {
       lt_main_done(true, lw->buf.data, lw->buf.len);
@@ -359,35 +440,52 @@ static int on_return(ty_actor *a, lt_actor *la) {
   return TY_DONE;
 }
 
-static int on_error(ty_actor *a, lt_actor *la) {
-  lua_State *co = la->co;
-  const char *msg;
-  size_t len;
-  bool exited = lua_touserdata(co, -1) == &exit_sentinel;
-  if (exited) {
-    msg = la->exit_reason ? la->exit_reason : "normal";
-    len = strlen(msg);
-  } else {
-    report_error(a, co, &msg, &len);
-  }
-  bool normal = exited && strcmp(msg, "normal") == 0;
-  if (la->is_main) lt_main_done(normal, msg, len);
+/* A main actor that ended without returning: tycho.exit() (or a "normal"
+ * kill) returns nothing from tycho.run; any other reason is raised there. */
+static void main_ended(lt_actor *la, bool normal, const char *reason,
+                       size_t len) {
+  if (!la->is_main) return;
+  if (normal) lt_main_done(true, "", 0);
+  else lt_main_done(false, reason, len);
+}
+
+/* The actor called tycho.exit (or linked to something gone): it ends with
+ * that reason, also when a pcall caught the error exit raised and the actor
+ * went on until its next wait or its return. */
+static int exited(ty_actor *a, lt_actor *la) {
+  const char *msg = la->exit_reason;
+  size_t len = la->exit_len;
+  bool normal = len == 6 && memcmp(msg, "normal", 6) == 0;
+  main_ended(la, normal, msg, len);
   finish(a, la, normal, msg, len);
   return TY_DONE;
 }
 
+static int on_error(ty_actor *a, lt_actor *la) {
+  if (la->exit_reason) return exited(a, la);
+  const char *msg;
+  size_t len;
+  report_error(a, la->co, &msg, &len);
+  main_ended(la, false, msg, len);
+  finish(a, la, false, msg, len);
+  return TY_DONE;
+}
+
 int lt_exit_now(lua_State *L, lt_actor *la, const char *reason, size_t len) {
-  free(la->exit_reason);
-  la->exit_reason = ty__xmalloc(len + 1);
-  memcpy(la->exit_reason, reason, len);
-  la->exit_reason[len] = 0;
-  lua_pushlightuserdata(L, &exit_sentinel);
+  if (!la->exit_reason) { /* a second exit (after a pcall) keeps the first */
+    la->exit_reason = ty__xmalloc(len + 1);
+    memcpy(la->exit_reason, reason, len);
+    la->exit_reason[len] = 0;
+    la->exit_len = len;
+  }
+  lua_pushfstring(L, "tycho.exit: %s", la->exit_reason);
   return lua_error(L);
 }
 
-/* Ends a suspended actor from outside its coroutine (kill, linked exit). */
+/* Ends an actor from outside its coroutine (kill, linked exit), suspended
+ * or not started yet. */
 static int die_now(ty_actor *a, lt_actor *la, const char *reason, size_t len) {
-  if (la->is_main) lt_main_done(false, reason, len);
+  main_ended(la, len == 6 && memcmp(reason, "normal", 6) == 0, reason, len);
   finish(a, la, false, reason, len);
   return TY_DONE;
 }
@@ -446,13 +544,30 @@ static ty_msg *process_signals(ty_actor *a, lt_actor *la) {
 
 /* ---- resuming ----------------------------------------------------------- */
 
-static uint64_t now_ns(void) { return ty__now_ns(); }
+ty_msg *lt_take_msg(ty_actor *a) {
+  ty_msg *prev = NULL, *m = ty_mbox_first(a);
+  while (m) {
+    ty_msg *next = ty_mbox_next(m);
+    if (m->kind == LT_MSG || m->kind == LT_CALL) {
+      ty_mbox_remove(a, prev, m);
+      return m;
+    }
+    if (m->kind >= TY_MSG_SIGNAL) {
+      prev = m; /* left for process_signals */
+    } else {
+      ty_mbox_remove(a, prev, m); /* a reply that came after its call ended */
+      ty_msg_free(m);
+    }
+    m = next;
+  }
+  return NULL;
+}
 
 /* Waits again for what la->wait describes, keeping the original deadline. */
 static int rewait(ty_actor *a, lt_actor *la, uint64_t ref) {
   int64_t left = -1;
   if (la->deadline_ns) {
-    uint64_t now = now_ns();
+    uint64_t now = ty__now_ns();
     left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
   }
   ty_actor_wait(a, left, ref);
@@ -476,14 +591,10 @@ static int decode_into(lua_State *co, ty_msg *m) {
   return n;
 }
 
-/* The next ordinary message for recv: stale replies are dropped on the way;
- * a call is remembered as owed until it is answered. */
+/* The next ordinary message for recv; a call is remembered as owed until it
+ * is answered. */
 static int wake_recv(ty_actor *a, lt_actor *la) {
-  ty_msg *m;
-  while ((m = ty_mbox_pop(a))) {
-    if (m->kind == LT_MSG || m->kind == LT_CALL) break;
-    ty_msg_free(m); /* a reply that came after its call timed out */
-  }
+  ty_msg *m = lt_take_msg(a);
   if (!m) {
     if (ty_actor_timed_out(a)) return push_timeout(la->co);
     return rewait(a, la, 0);
@@ -535,22 +646,40 @@ static int wake_args(ty_actor *a, lt_actor *la) {
   return 0;
 }
 
+/* The coroutine yielded: what the worker should do with the actor. */
+static int after_yield(ty_actor *a, lt_actor *la) {
+  if (la->wait == LT_W_NONE) {
+    /* coroutine.yield() straight from the actor: treat it as a yield. */
+    lua_settop(la->co, 0);
+    la->wait = LT_W_YIELD;
+  }
+  if (la->wait == LT_W_YIELD) return TY_YIELD;
+  /* A signal that arrived while it ran (one it sent itself, or one queued
+   * before its start) would not end this wait: run again to handle it; the
+   * wait is then re-armed with its deadline (wake_args). */
+  if (a->mbox.signals) return TY_YIELD;
+  return TY_WAIT;
+}
+
 static int lt_resume(ty_actor *a, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
+  /* Signals first, even before the start: a kill sent to a spawn request
+   * must not let it run. */
+  if (a->mbox.signals) {
+    ty_msg *kill = process_signals(a, la);
+    if (kill) {
+      int r = die_now(a, la, kill->data, kill->len);
+      ty_msg_free(kill);
+      return r;
+    }
+  }
   int nargs;
   if (!a->started) {
-    nargs = start_actor(a, la);
+    la->pid = a->pid;
+    nargs = start_actor(la);
     if (nargs < 0) return on_error(a, la);
   } else {
-    if (a->mbox.signals) {
-      ty_msg *kill = process_signals(a, la);
-      if (kill) {
-        int r = die_now(a, la, kill->data, kill->len);
-        ty_msg_free(kill);
-        return r;
-      }
-    }
     nargs = wake_args(a, la);
     if (nargs < 0) return TY_WAIT;
   }
@@ -559,14 +688,8 @@ static int lt_resume(ty_actor *a, void *ud) {
   la->ext_wake = NULL;
   la->ext_cancel = NULL;
   int st = lua_resume(la->co, nargs);
-  if (st == LUA_YIELD) {
-    if (la->wait == LT_W_NONE) {
-      /* coroutine.yield() straight from the actor: treat it as a yield. */
-      lua_settop(la->co, 0);
-      la->wait = LT_W_YIELD;
-    }
-    return la->wait == LT_W_YIELD ? TY_YIELD : TY_WAIT;
-  }
+  if (la->exit_reason) return exited(a, la);
+  if (st == LUA_YIELD) return after_yield(a, la);
   if (st == 0) return on_return(a, la);
   return on_error(a, la);
 }
@@ -580,6 +703,10 @@ static void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
     lt_res_remove(la, r);
     r->close(r);
   }
+  /* At a stop, actors are destroyed without finish(): keep the fork
+   * pointers of the survivors valid. */
+  fork_detach(la);
+  forks_orphan(la);
   if (w && la->co_ref != LUA_NOREF) {
     lt_worker *lw = ty_worker_data(w);
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
@@ -593,26 +720,31 @@ static void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
 }
 
 /* A message found no live receiver: a caller learns at once instead of
- * waiting for its timeout; a link or monitor gets the "noproc" answer. */
+ * waiting for its timeout; a link or monitor gets the reason the actor ended
+ * with (as if it had been seen in time), or "noproc". The link's exit signal
+ * must come from the pid that was linked, or the linker would not recognise
+ * it. */
 static void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   (void)ud;
   if (!w || !m->from) return;
-  switch (m->kind) {
-  case LT_CALL:
+  if (m->kind == LT_CALL) {
     lt_send_reply_err(m->from, m->ref, "dead");
-    break;
-  case LT_SIG_LINK:
-    lt_send_raw(m->from, LT_SIG_EXIT, 0, "noproc", 6);
-    break;
-  case LT_SIG_MONITOR: {
+    return;
+  }
+  if (m->kind != LT_SIG_LINK && m->kind != LT_SIG_MONITOR) return;
+  size_t len = 6;
+  char *found = lt_grave_find(m->to, &len);
+  const char *reason = found ? found : "noproc";
+  if (m->kind == LT_SIG_LINK) {
+    lt_send_raw_from(m->to, m->from, LT_SIG_EXIT, 0, reason, len);
+  } else {
     lua_State *L = ((lt_worker *)ty_worker_data(w))->L;
     lua_pushliteral(L, "DOWN");
     lua_pushnumber(L, (lua_Number)m->to);
-    lua_pushliteral(L, "noproc");
+    lua_pushlstring(L, reason, len);
     send_values(L, 3, m->from);
-    break;
   }
-  }
+  free(found);
 }
 
 const ty_actor_ops lt_ops = {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "io.h"
 #include "ltycho.h"
 
 lt_global lt_g = {.call_timeout = 5.0, .max_message = 64u << 20};
@@ -45,7 +46,9 @@ static cur_t current_blocking(lua_State *L, const char *fname) {
   return c;
 }
 
-static ty_pid self_pid(cur_t c) { return c.la->parent ? c.la->parent : c.a->pid; }
+static ty_pid self_pid(cur_t c) {
+  return c.la->parent ? c.la->parent : c.a->pid;
+}
 
 /* ---- argument helpers --------------------------------------------------- */
 
@@ -88,7 +91,8 @@ static ty_msg *encode_msg(lua_State *L, int first, int n, const char *fname) {
                        sizeof err))
     luaL_error(L, "tycho.%s: %s", fname, err);
   ty_msg *m = ty_msg_new(lw->buf.len);
-  memcpy(m->data, lw->buf.data, lw->buf.len);
+  if (lw->buf.len) /* else data may be NULL */
+    memcpy(m->data, lw->buf.data, lw->buf.len);
   return m;
 }
 
@@ -115,8 +119,12 @@ static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
   return 0;
 }
 
-/* The name under which package.loaded holds v, pushed; or nothing (0). */
+/* The name under which package.loaded holds v, pushed; or nothing (0).
+ * Only tables, functions and userdata count: a module that returned a
+ * number or `true` must not turn an upvalue holding that value into it. */
 static int push_module_name(lua_State *L, int vidx) {
+  int t = lua_type(L, vidx);
+  if (t != LUA_TTABLE && t != LUA_TFUNCTION && t != LUA_TUSERDATA) return 0;
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "loaded");
   lua_pushnil(L);
@@ -136,8 +144,10 @@ static int push_module_name(lua_State *L, int vidx) {
 /*
  * Functions move between Lua states as bytecode, which loses upvalues. An
  * upvalue that holds a module (a value of package.loaded, like the usual
- * `local tycho = require "tycho"`) is re-required on the other side; any other
- * upvalue is refused. Pushes a table {[i] = module name} or nil.
+ * `local tycho = require "tycho"`) is re-required on the other side, and one
+ * that holds the function itself (a recursive `local function`) is bound to
+ * the loaded copy; any other upvalue is refused. Pushes a table
+ * {[i] = module name or true (itself)} or nil.
  */
 static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
   if (lua_iscfunction(L, idx))
@@ -156,6 +166,12 @@ static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
   int bad = 0;
   for (int i = 1; i <= ar.nups; i++) {
     const char *name = lua_getupvalue(L, idx, i);
+    if (lua_rawequal(L, -1, idx)) {
+      lua_pushboolean(L, 1);
+      lua_rawseti(L, map, i);
+      lua_pop(L, 1);
+      continue;
+    }
     if (push_module_name(L, lua_gettop(L))) {
       lua_rawseti(L, map, i);
       lua_pop(L, 1);
@@ -170,14 +186,16 @@ static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
   luaL_pushresult(&b);
   luaL_error(L, "tycho.%s: the function uses upvalue(s) (%s); an actor "
              "shares nothing, so pass that data as arguments to tycho.%s "
-             "(upvalues holding modules from require are fine)", fname,
+             "(upvalues holding modules from require, or the function "
+             "itself, are fine)", fname,
              lua_tostring(L, -1), fname);
 }
 
-/* Pushes the bytecode of the function at idx (cached per worker state). */
+/* Pushes the bytecode of the function at idx, cached per worker state. On a
+ * worker L is an actor's coroutine, which shares its state's registry. */
 static void push_bytecode(lua_State *L, int idx) {
   lt_worker *lw = lt_worker_get();
-  if (lw && lw->L == L) { /* the cache lives in the worker's main state */
+  if (lw) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
     lua_pushvalue(L, idx);
     lua_rawget(L, -2);
@@ -194,7 +212,7 @@ static void push_bytecode(lua_State *L, int idx) {
   lua_pop(L, 1);
   lua_pushlstring(L, b.data, b.len);
   ty__buf_free(&b);
-  if (lw && lw->L == L) {
+  if (lw) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
     lua_pushvalue(L, idx);
     lua_pushvalue(L, -3);
@@ -296,13 +314,8 @@ static void wait_for(cur_t c, int what, int64_t timeout_ns, uint64_t ref) {
 static int l_recv(lua_State *L) {
   int64_t timeout = opt_timeout(L, 1, "recv");
   cur_t c = current_blocking(L, "recv");
-  ty_msg *m;
-  while (!c.a->mbox.signals && (m = ty_mbox_first(c.a))) {
-    ty_mbox_remove(c.a, NULL, m);
-    if (m->kind != LT_MSG && m->kind != LT_CALL) {
-      ty_msg_free(m); /* a late reply to a call that timed out */
-      continue;
-    }
+  ty_msg *m = lt_take_msg(c.a);
+  if (m) {
     if (m->kind == LT_CALL) lt_owed_push(c.la, m->from, m->ref);
     lua_settop(L, 0);
     char err[256];
@@ -311,11 +324,8 @@ static int l_recv(lua_State *L) {
     if (n < 0) return luaL_error(L, "tycho.recv: bad message: %s", err);
     return n;
   }
-  if (timeout == 0 && !c.a->mbox.signals) return push_fail(L, "timeout");
+  if (timeout == 0) return push_fail(L, "timeout");
   wait_for(c, LT_W_RECV, timeout, 0);
-  if (c.a->mbox.signals) { /* let the resume op handle them first */
-    ty_actor_wait(c.a, 0, 0);
-  }
   return lua_yield(L, 0);
 }
 
@@ -323,7 +333,9 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   cur_t c = current_blocking(L, fname);
   ty_pid to = check_dest(L, di, fname);
   if (!to) return push_fail(L, "noproc");
-  if (to == c.a->pid || to == self_pid(c))
+  /* A fork may call its actor (whose own coroutine answers), but no
+   * coroutine can answer while it waits. */
+  if (to == c.a->pid)
     return luaL_error(L, "tycho.%s: an actor cannot call itself (it would "
                       "wait for its own reply)", fname);
   ty_msg *m = encode_msg(L, di + 1, lua_gettop(L) - di, fname);
@@ -385,40 +397,64 @@ static int l_call_timeout(lua_State *L) {
   return do_call(L, opt_timeout(L, 1, "call_timeout"), 2, "call_timeout");
 }
 
+/* Answers the most recent call received that is still unanswered and was
+ * not handed to tycho.response(). The entry goes only once the reply is
+ * sent: if the values cannot be copied the error leaves the call owed, so
+ * the caller still gets "dead" should the actor then end. */
 static int l_reply(lua_State *L) {
   cur_t c = current(L, "reply");
-  if (!c.la->nowed)
+  int i = lt_owed_last(c.la);
+  if (i < 0 && c.la->parent)
+    return luaL_error(L, "tycho.reply: no call is waiting for an answer in "
+                      "this fork (to answer the actor's call from a fork, "
+                      "take tycho.response() before forking)");
+  if (i < 0)
     return luaL_error(L, "tycho.reply: no call is waiting for an answer (reply "
                       "answers the last call received with tycho.recv)");
-  lt_owed o = c.la->owed[--c.la->nowed];
-  lt_send_reply(L, o.to, o.ref, 1, lua_gettop(L));
-  return 0;
+  lt_owed o = c.la->owed[i];
+  lt_send_reply(L, o.to, o.ref, 1, lua_gettop(L), "reply");
+  lt_owed_remove(c.la, o.to, o.ref);
+  lua_pushboolean(L, 1);
+  return 1;
 }
+
+/* What a tycho.response() function answers: the call (to, ref) received by
+ * the actor or fork `owner`. */
+typedef struct answer_t {
+  ty_pid owner, to;
+  uint64_t ref;
+} answer_t;
 
 static int l_answer(lua_State *L) {
-  ty_pid to = (ty_pid)lua_tonumber(L, lua_upvalueindex(1));
-  uint64_t ref = (uint64_t)lua_tonumber(L, lua_upvalueindex(2));
-  if (lua_toboolean(L, lua_upvalueindex(3)))
+  answer_t *an = lua_touserdata(L, lua_upvalueindex(1));
+  cur_t c = current(L, "response");
+  lt_actor *owner = lt_family_find(c.la, an->owner);
+  if (!owner)
+    return luaL_error(L, "tycho.response: this function answers a call made "
+                      "to actor %.0f; call it from that actor",
+                      (double)an->owner);
+  bool owed = false;
+  for (uint32_t i = 0; i < owner->nowed && !owed; i++)
+    owed = owner->owed[i].to == an->to && owner->owed[i].ref == an->ref;
+  if (!owed)
     return luaL_error(L, "tycho.response: this call was answered already");
-  if (!ty_actor_current())
-    return luaL_error(L, "tycho.response: answer from inside an actor");
+  lt_send_reply(L, an->to, an->ref, 1, lua_gettop(L), "response");
+  lt_owed_remove(owner, an->to, an->ref);
   lua_pushboolean(L, 1);
-  lua_replace(L, lua_upvalueindex(3));
-  lt_owed_remove(ty_actor_current()->user, to, ref);
-  lt_send_reply(L, to, ref, 1, lua_gettop(L));
-  return 0;
+  return 1;
 }
 
+/* The call being handled, answered later: it stays owed (the caller gets
+ * "dead" if the actor ends first) but tycho.reply no longer answers it. */
 static int l_response(lua_State *L) {
   cur_t c = current(L, "response");
-  if (!c.la->nowed)
+  int i = lt_owed_last(c.la);
+  if (i < 0)
     return luaL_error(L, "tycho.response: no call is waiting for an answer");
-  lt_owed o = c.la->owed[c.la->nowed - 1];
-  /* Still owed: if the actor ends first, the caller gets "dead". */
-  lua_pushnumber(L, (lua_Number)o.to);
-  lua_pushnumber(L, (lua_Number)o.ref);
-  lua_pushboolean(L, 0);
-  lua_pushcclosure(L, l_answer, 3);
+  c.la->owed[i].delegated = true;
+  answer_t *an = lua_newuserdata(L, sizeof *an);
+  *an = (answer_t){c.la->pid, c.la->owed[i].to, c.la->owed[i].ref};
+  lua_pushcclosure(L, l_answer, 1);
   return 1;
 }
 
@@ -447,15 +483,21 @@ static int l_now(lua_State *L) {
 
 /* ---- fork --------------------------------------------------------------- */
 
+/* A fork runs f(...) as another coroutine of the same actor, on its worker
+ * (same Lua state: upvalues and arguments are shared, not copied). */
 static int l_fork(lua_State *L) {
   cur_t c = current(L, "fork");
-  luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (lua_type(L, 1) != LUA_TFUNCTION)
+    return luaL_error(L, "tycho.fork: bad argument #1 (expected a function, "
+                      "got %s)", luaL_typename(L, 1));
   int n = lua_gettop(L);
-  lua_createtable(L, n, 0);
+  lua_createtable(L, n, 1);
   for (int i = 1; i <= n; i++) {
     lua_pushvalue(L, i);
     lua_rawseti(L, -2, i);
   }
+  lua_pushinteger(L, n); /* arguments may be nil: keep the count */
+  lua_setfield(L, -2, "n");
   lt_worker *lw = lt_worker_get();
   lua_xmove(L, lw->L, 1);
   lt_actor *la = lt_actor_new();
@@ -468,7 +510,8 @@ static int l_fork(lua_State *L) {
     lt_actor_free(la);
     return luaL_error(L, "tycho.fork: the actor table is full");
   }
-  lt_pids_add(&c.la->forks, pid);
+  la->pid = pid;
+  lt_fork_attach(c.la->parent_la ? c.la->parent_la : c.la, la);
   lua_pushnumber(L, (lua_Number)pid);
   return 1;
 }
@@ -479,10 +522,10 @@ static int l_register(lua_State *L) {
   cur_t c = current(L, "register");
   const char *name = luaL_checkstring(L, 1);
   if (!*name) return luaL_error(L, "tycho.register: empty name");
-  ty_pid pid = lua_isnoneornil(L, 2) ? self_pid(c) : check_dest(L, 2, "register");
+  ty_pid pid = lua_isnoneornil(L, 2) ? self_pid(c)
+                                     : check_dest(L, 2, "register");
   if (!pid || !ty_pid_alive(lt_g.rt, pid)) return push_fail(L, "noproc");
   if (lt_names_register(name, pid)) return push_fail(L, "taken");
-  if (pid == self_pid(c)) c.la->registered = true;
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -497,17 +540,55 @@ static int l_whereis(lua_State *L) {
 
 /* ---- links, monitors, exits --------------------------------------------- */
 
+/* Why `to` is not alive: the reason it ended with when that is still known
+ * (it may have ended an instant after its spawn), else "noproc". Pushed. */
+static const char *push_gone_reason(lua_State *L, ty_pid to, size_t *len) {
+  char *found = to ? lt_grave_find(to, len) : NULL;
+  if (found) {
+    lua_pushlstring(L, found, *len);
+    free(found);
+  } else {
+    lua_pushliteral(L, "noproc");
+  }
+  return lua_tolstring(L, -1, len);
+}
+
+/* Sends (tag, who, reason) to the running actor: what a monitor or link
+ * of a pid that is gone answers. `who` is the pid, or the argument as given
+ * when it named nothing. */
+static void self_gone(lua_State *L, cur_t c, const char *tag, ty_pid to,
+                      int reason_idx, const char *fname) {
+  lua_pushstring(L, tag);
+  if (to) lua_pushnumber(L, (lua_Number)to);
+  else lua_pushvalue(L, 1);
+  lua_pushvalue(L, reason_idx);
+  ty_msg *m = encode_msg(L, lua_gettop(L) - 2, 3, fname);
+  lua_pop(L, 3);
+  m->to = c.a->pid;
+  if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+}
+
 static int l_monitor(lua_State *L) {
   cur_t c = current(L, "monitor");
   ty_pid to = check_dest(L, 1, "monitor");
   if (!to || lt_send_raw(to, LT_SIG_MONITOR, 0, NULL, 0)) {
-    lua_pushliteral(L, "DOWN");
-    lua_pushnumber(L, to ? (lua_Number)to : 0);
-    lua_pushliteral(L, "noproc");
-    ty_msg *m = encode_msg(L, lua_gettop(L) - 2, 3, "monitor");
-    m->to = c.a->pid;
-    if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+    size_t len;
+    push_gone_reason(L, to, &len);
+    self_gone(L, c, "DOWN", to, lua_gettop(L), "monitor");
   }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* A link to a pid that is gone acts as if the link had been made in time:
+ * its end reason (or "noproc", Erlang's rule for linking to nothing) ends
+ * the caller unless it is "normal" or the caller traps exits. */
+static int link_gone(lua_State *L, cur_t c, ty_pid to) {
+  size_t len;
+  const char *reason = push_gone_reason(L, to, &len);
+  bool normal = len == 6 && memcmp(reason, "normal", 6) == 0;
+  if (c.la->trap_exit) self_gone(L, c, "EXIT", to, lua_gettop(L), "link");
+  else if (!normal) return lt_exit_now(L, c.la, reason, len);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -515,19 +596,11 @@ static int l_monitor(lua_State *L) {
 static int l_link(lua_State *L) {
   cur_t c = current(L, "link");
   ty_pid to = check_dest(L, 1, "link");
-  if (to == c.a->pid) return 0;
-  if (!to || lt_send_raw(to, LT_SIG_LINK, 0, NULL, 0)) {
-    if (!c.la->trap_exit) return lt_exit_now(L, c.la, "noproc", 6);
-    lua_pushliteral(L, "EXIT");
-    lua_pushnumber(L, (lua_Number)to);
-    lua_pushliteral(L, "noproc");
-    ty_msg *m = encode_msg(L, lua_gettop(L) - 2, 3, "link");
-    m->to = c.a->pid;
-    if (ty_send(lt_g.rt, m)) ty_msg_free(m);
-    return 0;
-  }
-  lt_pids_add(&c.la->links, to);
-  return 0;
+  if (!to || (to != c.a->pid && lt_send_raw(to, LT_SIG_LINK, 0, NULL, 0)))
+    return link_gone(L, c, to);
+  if (to != c.a->pid) lt_pids_add(&c.la->links, to);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static int l_unlink(lua_State *L) {
@@ -535,7 +608,8 @@ static int l_unlink(lua_State *L) {
   ty_pid to = check_dest(L, 1, "unlink");
   if (to && lt_pids_remove(&c.la->links, to))
     lt_send_raw(to, LT_SIG_UNLINK, 0, NULL, 0);
-  return 0;
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static int l_trap_exit(lua_State *L) {
@@ -558,10 +632,12 @@ static const char *opt_reason(lua_State *L, int idx, const char *def,
   return lua_tolstring(L, idx, len);
 }
 
+/* tycho.exit ends the actor, also when a fork calls it. */
 static int l_exit(lua_State *L) {
   cur_t c = current(L, "exit");
   size_t len;
   const char *reason = opt_reason(L, 1, "normal", &len, "exit");
+  c.la->end_actor = c.la->parent != 0;
   return lt_exit_now(L, c.la, reason, len);
 }
 
@@ -570,8 +646,10 @@ static int l_kill(lua_State *L) {
   ty_pid to = check_dest(L, 1, "kill");
   size_t len;
   const char *reason = opt_reason(L, 2, "killed", &len, "kill");
-  if (to && to == self_pid(c) && !c.la->parent)
+  if (to && (to == self_pid(c) || to == c.a->pid)) {
+    c.la->end_actor = c.la->parent != 0 && to == self_pid(c);
     return lt_exit_now(L, c.la, reason, len);
+  }
   if (!to || lt_send_raw(to, LT_SIG_KILL, 0, reason, len))
     return push_fail(L, "noproc");
   lua_pushboolean(L, 1);
@@ -629,11 +707,14 @@ static int l_config(lua_State *L) {
       lt_g.workers = (unsigned)v;
     } else if (strcmp(k, "call_timeout") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
-      if (!(v > 0)) return luaL_error(L, "tycho.config: call_timeout must be > 0");
+      if (!(v > 0))
+        return luaL_error(L, "tycho.config: call_timeout must be > 0");
       lt_g.call_timeout = v;
     } else if (strcmp(k, "max_message") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
-      if (!(v >= 64)) return luaL_error(L, "tycho.config: max_message must be >= 64 bytes");
+      if (!(v >= 64))
+        return luaL_error(L, "tycho.config: max_message must be >= 64 "
+                          "bytes");
       lt_g.max_message = (size_t)v;
     } else if (strcmp(k, "io") == 0) {
       const char *io = luaL_checkstring(L, -1);
@@ -668,7 +749,7 @@ void lt_main_done(bool ok, const char *data, size_t len) {
     g_main.done = true;
     g_main.ok = ok;
     g_main.data = ty__xmalloc(len + 1);
-    memcpy(g_main.data, data, len);
+    if (len) memcpy(g_main.data, data, len); /* data may be NULL */
     g_main.data[len] = 0;
     g_main.len = len;
     pthread_cond_signal(&g_main.cv);
@@ -694,8 +775,17 @@ static unsigned env_workers(lua_State *L) {
   char *end;
   long v = strtol(e, &end, 10);
   if (*end || v < 1 || v > 64)
-    luaL_error(L, "TYCHO_WORKERS must be an integer between 1 and 64, not '%s'", e);
+    luaL_error(L, "TYCHO_WORKERS must be an integer between 1 and 64, not "
+               "'%s'", e);
   return (unsigned)v;
+}
+
+/* tycho.config{io=} / --io: the core reads TYCHO_IO itself for "auto". */
+static int io_kind(void) {
+  if (!lt_g.io) return TY_IO_AUTO;
+  if (strcmp(lt_g.io, "uring") == 0) return TY_IO_URING;
+  if (strcmp(lt_g.io, "epoll") == 0) return TY_IO_EPOLL;
+  return TY_IO_AUTO;
 }
 
 static void wait_main(void) {
@@ -707,6 +797,7 @@ static void wait_main(void) {
     if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
     pthread_cond_timedwait(&g_main.cv, &g_main.mu, &ts);
     if (g_interrupted && !g_main.done) {
+      g_interrupted = 0;
       g_main.done = true;
       g_main.ok = false;
       g_main.data = strdup("interrupted");
@@ -716,21 +807,28 @@ static void wait_main(void) {
   pthread_mutex_unlock(&g_main.mu);
 }
 
+/* The runtime's configuration; raises on a bad TYCHO_WORKERS, so it comes
+ * before anything is allocated. */
+static void run_config(lua_State *L, ty_config *cfg) {
+  ty_config_init(cfg);
+  cfg->workers = env_workers(L);
+  cfg->io = io_kind();
+}
+
 /* Starts a runtime, runs la as the main actor, stops, returns its results. */
-static int run_main(lua_State *L, lt_actor *la) {
-  ty_config cfg;
-  ty_config_init(&cfg);
-  cfg.workers = env_workers(L);
+static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
   capture_paths(L);
   if (!lt_g.opener) lt_g.opener = luaopen_tycho_core;
   ty_runtime *rt;
-  if (ty_runtime_new(&cfg, &lt_ops, NULL, &rt)) {
+  if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
     lt_actor_free(la);
     return luaL_error(L, "tycho.run: cannot create the runtime");
   }
+  /* g_interrupted is not cleared here: a signal that came while the
+   * launcher was starting must still stop this run. */
   g_main.done = false;
-  g_interrupted = 0;
   lt_g.rt = rt;
+  lt_graves_open(ty_runtime_workers(rt));
   la->is_main = true;
   ty_runtime_start(rt);
   ty_spawn(rt, la, NULL);
@@ -738,6 +836,7 @@ static int run_main(lua_State *L, lt_actor *la) {
   ty_runtime_stop(rt);
   lt_g.rt = NULL;
   ty_runtime_free(rt);
+  lt_graves_close();
   lt_names_clear();
   bool ok = g_main.ok;
   char *data = g_main.data;
@@ -767,14 +866,18 @@ static int l_run(lua_State *L) {
   if (lua_isnoneornil(L, 1))
     return luaL_error(L, "tycho.run: bad argument #1 (expected the main "
                       "function or a module name)");
+  ty_config cfg;
+  run_config(L, &cfg);
   lt_actor *la = spawn_request(L, 1, 2, "run");
-  return run_main(L, la);
+  return run_main(L, &cfg, la);
 }
 
 /* _run_file(path, args...): the launcher's main actor is a script file. */
 static int l_run_file(lua_State *L) {
   check_can_run(L);
   luaL_checkstring(L, 1);
+  ty_config cfg;
+  run_config(L, &cfg);
   lt_actor *la = lt_actor_new();
   la->fn_kind = LT_FN_FILE;
   ty__buf b;
@@ -787,7 +890,7 @@ static int l_run_file(lua_State *L) {
   }
   la->spawn = b.data;
   la->spawn_len = (uint32_t)b.len;
-  return run_main(L, la);
+  return run_main(L, &cfg, la);
 }
 
 /* _interrupt(): ask a running tycho.run to stop (signal-safe core). */
@@ -795,6 +898,32 @@ void lt_interrupt(void) { g_interrupted = 1; }
 
 static int l_running(lua_State *L) {
   lua_pushboolean(L, lt_g.rt != NULL);
+  return 1;
+}
+
+/* _spawn_at(worker, f, ...): spawn on a given worker (1-based), never
+ * stolen. For tests that need a known placement; not part of the API. */
+static int l_spawn_at(lua_State *L) {
+  current(L, "_spawn_at");
+  lua_Number w = luaL_checknumber(L, 1);
+  unsigned n = ty_runtime_workers(lt_g.rt);
+  if (w < 1 || w > n || floor(w) != w)
+    return luaL_error(L, "tycho._spawn_at: worker must be 1..%d", (int)n);
+  lt_actor *la = spawn_request(L, 2, 3, "_spawn_at");
+  ty_pid pid;
+  if (ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid)) {
+    lt_actor_free(la);
+    return luaL_error(L, "tycho._spawn_at: the actor table is full");
+  }
+  lua_pushnumber(L, (lua_Number)pid);
+  return 1;
+}
+
+/* _worker(): the worker (1-based) running the caller, or nil. */
+static int l_worker(lua_State *L) {
+  ty_worker *w = ty_worker_current();
+  if (w) lua_pushinteger(L, (lua_Integer)ty_worker_id(w) + 1);
+  else lua_pushnil(L);
   return 1;
 }
 
@@ -811,7 +940,8 @@ static const luaL_Reg funcs[] = {
     {"unlink", l_unlink},       {"trap_exit", l_trap_exit},
     {"exit", l_exit},           {"kill", l_kill},
     {"stats", l_stats},         {"running", l_running},
-    {"_run_file", l_run_file},  {NULL, NULL}};
+    {"_run_file", l_run_file},  {"_spawn_at", l_spawn_at},
+    {"_worker", l_worker},      {NULL, NULL}};
 
 int luaopen_tycho_core(lua_State *L) {
   if (!lt_g.opener) lt_g.opener = luaopen_tycho_core;
@@ -822,4 +952,24 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_net(L);
   lt_open_pool(L);
   return 1;
+}
+
+/* ---- for lpool.c (tycho.blocking) ---------------------------------------- */
+
+/* Appends to out the encoding of (bytecode, upvalue module map) for the
+ * function at idx: the same payload a spawned function travels as, built by
+ * the same static helpers, with the same errors (C functions, upvalues that
+ * are not modules) raised under tycho.<fname>. Returns 0. */
+int lt_push_function_payload(lua_State *L, int idx, const char *fname,
+                             ty__buf *out) {
+  int top = lua_gettop(L);
+  if (idx < 0) idx = top + idx + 1;
+  push_upvalue_modules(L, idx, fname);
+  push_bytecode(L, idx);
+  lua_insert(L, -2); /* bytecode, map */
+  char err[256];
+  int r = ty__codec_encode(L, top + 1, 2, out, SIZE_MAX, err, sizeof err);
+  lua_settop(L, top);
+  if (r) return luaL_error(L, "tycho.%s: %s", fname, err);
+  return 0;
 }

@@ -36,7 +36,10 @@ typedef struct lt_actor lt_actor;
 
 /* A wait owned by another module (I/O): after a wake or the timeout, ext_wake
  * pushes the results of the yielded function on co and returns how many, or
- * re-arms its wait (ty_actor_wait) and returns -1 to keep waiting. */
+ * re-arms its wait (ty_actor_wait) and returns -1 to keep waiting. It may
+ * also run with nothing completed and timed_out false (a signal such as a
+ * monitor or link woke the actor): that case must re-arm, keeping the
+ * deadline (la->deadline_ns). */
 typedef int (*lt_ext_wake_fn)(lua_State *co, ty_actor *a, lt_actor *la,
                               bool timed_out);
 
@@ -47,9 +50,12 @@ typedef struct lt_res {
   void (*close)(struct lt_res *r);
 } lt_res;
 
+/* A call received and not answered yet. `delegated`: handed to a
+ * tycho.response() function, so tycho.reply no longer answers it. */
 typedef struct lt_owed {
   ty_pid to;
   uint64_t ref;
+  bool delegated;
 } lt_owed;
 
 typedef struct lt_pids {
@@ -64,17 +70,24 @@ struct lt_actor {
   uint8_t wait;
   bool trap_exit;
   bool is_main;
-  bool registered; /* has (had) a name: clean the name table at exit */
+  bool end_actor;  /* a fork called tycho.exit: its actor ends too */
   char *spawn;     /* encoded (function, args...) until the start */
   uint32_t spawn_len;
-  int fn_ref;      /* LT_FN_REF: registry ref of a table {f, args...} */
+  int fn_ref;      /* LT_FN_REF: registry ref of a table {n=, f, args...} */
   uint64_t call_ref;
   uint64_t deadline_ns; /* of the current wait, 0 for none */
+  ty_pid pid;           /* this actor's (or fork's) own pid, once known */
   ty_pid parent;        /* a fork's actor (0 for actors) */
-  lt_pids links, monitors, forks;
-  lt_owed *owed;        /* calls received and not answered yet */
+  /* Forks live on their actor's worker, so plain pointers are safe there:
+   * a fork points at its actor while the actor lives (the actor clears it
+   * when it ends), and the actor lists its forks. */
+  lt_actor *parent_la;
+  lt_actor *forks, *fork_next, *fork_prev;
+  lt_pids links, monitors;
+  lt_owed *owed;        /* calls received and not answered yet (a stack) */
   uint32_t nowed, capowed;
-  char *exit_reason;    /* set by tycho.exit / a kill signal */
+  char *exit_reason;    /* set by tycho.exit: the actor is ending */
+  size_t exit_len;
   lt_ext_wake_fn ext_wake; /* LT_W_EXT */
   void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
   void *ext_ctx;
@@ -93,7 +106,7 @@ typedef struct lt_worker {
 typedef struct lt_global {
   ty_runtime *rt;
   unsigned workers;
-  char *io;
+  char *io;           /* "uring", "epoll", "auto" or NULL (TYCHO_IO, auto) */
   double call_timeout;
   size_t max_message;
   char *path, *cpath; /* package.path/cpath handed to worker states */
@@ -108,27 +121,53 @@ extern lt_global lt_g;
 extern const ty_actor_ops lt_ops;
 lt_actor *lt_actor_new(void);
 void lt_actor_free(lt_actor *la);
-/* Ends the running actor: error() with a sentinel that the resume op
- * recognizes; la->exit_reason holds the reason. */
+/* Ends the running actor: records the reason in la->exit_reason and raises
+ * an error ("tycho.exit: reason"). A pcall may catch it, but the actor
+ * still ends, at its next wait or its return. */
 int lt_exit_now(lua_State *L, lt_actor *la, const char *reason, size_t len);
 void lt_pids_add(lt_pids *p, ty_pid pid);
 bool lt_pids_remove(lt_pids *p, ty_pid pid);
 void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref);
 bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref);
-/* Sends a reply (values at L[first..first+n)) or an error token. */
-int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n);
+/* Index of the most recent call that tycho.reply may answer, or -1. */
+int lt_owed_last(const lt_actor *la);
+/* Sends a reply (values at L[first..first+n)) or an error token. Raises
+ * (fname in the message) when the values cannot be copied. */
+int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
+                  const char *fname);
 void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token);
 /* Sends a message whose payload is raw bytes. */
 int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
                 size_t len);
+/* The same with an explicit sender (a signal sent on behalf of another pid:
+ * the dead actor an undeliverable link came back from). */
+int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
+                     const void *data, size_t len);
+/* The actor of the family (an actor and its forks) of la whose pid is pid,
+ * or NULL. */
+lt_actor *lt_family_find(lt_actor *la, ty_pid pid);
+/* Adds a new fork to the actor it belongs to. */
+void lt_fork_attach(lt_actor *parent, lt_actor *fork);
+/* Takes the first ordinary message (send or call) out of a's mailbox,
+ * leaving signals in place and dropping late replies; NULL if none. */
+ty_msg *lt_take_msg(ty_actor *a);
 /* The main actor's outcome, for tycho.run. */
 void lt_main_done(bool ok, const char *data, size_t len);
 
 /* lnames.c: the process-wide name table. */
 int lt_names_register(const char *name, ty_pid pid); /* 0 / -EEXIST */
 ty_pid lt_names_lookup(const char *name);
+/* Forgets every name of pid (cheap when pid has none). */
 void lt_names_drop_pid(ty_pid pid);
 void lt_names_clear(void);
+/* lnames.c: the reasons of recent deaths, per worker (for tycho.run). */
+void lt_graves_open(unsigned workers);
+void lt_graves_close(void);
+/* On the actor's home worker, as it ends. */
+void lt_grave_add(unsigned worker, ty_pid pid, const char *reason, size_t len);
+/* A malloc'd copy of the reason pid ended with, or NULL (unknown, or
+ * forgotten: then the answer is "noproc"). */
+char *lt_grave_find(ty_pid pid, size_t *len);
 
 /* ltycho.c */
 lt_worker *lt_worker_get(void);
@@ -144,6 +183,10 @@ int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
                  void *ctx, int64_t timeout_ns);
 void lt_res_add(lt_actor *la, lt_res *r);
 void lt_res_remove(lt_actor *la, lt_res *r);
+/* Appends the encoded (bytecode, upvalue module map) of the function at idx
+ * to out, as for tycho.spawn; raises tycho.<fname> errors. For lpool.c. */
+int lt_push_function_payload(lua_State *L, int idx, const char *fname,
+                             ty__buf *out);
 
 /* Sub-modules: each adds its fields to the tycho.core table on top of L. */
 void lt_open_net(lua_State *L);  /* lnet.c: tcp, http support */

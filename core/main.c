@@ -21,7 +21,12 @@ void lt_interrupt(void);
 
 static volatile sig_atomic_t g_signal;
 
+/* The first SIGINT/SIGTERM asks tycho.run to stop the runtime (every actor
+ * is destroyed, its resources closed) and the launcher then exits with
+ * 128 + signal. A second one exits at once, for a script stuck in a loop
+ * that never yields (the stop waits for each actor's next yield). */
 static void on_signal(int sig) {
+  if (g_signal) _exit(128 + sig);
   g_signal = sig;
   lt_interrupt();
 }
@@ -83,7 +88,8 @@ static int parse_workers(const char *s) {
   char *end;
   long v = strtol(s, &end, 10);
   if (!*s || *end || v < 1 || v > 64) {
-    fprintf(stderr, "tycho: --workers wants an integer from 1 to 64, not '%s'\n", s);
+    fprintf(stderr, "tycho: --workers wants an integer from 1 to 64, not "
+                    "'%s'\n", s);
     exit(2);
   }
   return (int)v;
@@ -116,8 +122,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (lt_g.io && strcmp(lt_g.io, "uring") && strcmp(lt_g.io, "epoll")) {
-    fprintf(stderr, "tycho: --io wants uring or epoll, not '%s'\n", lt_g.io);
+  if (lt_g.io && strcmp(lt_g.io, "uring") && strcmp(lt_g.io, "epoll") &&
+      strcmp(lt_g.io, "auto")) {
+    fprintf(stderr, "tycho: --io wants uring, epoll or auto, not '%s'\n",
+            lt_g.io);
     return 2;
   }
   if (i >= argc) {

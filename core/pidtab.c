@@ -7,9 +7,35 @@
 
 void ty__pidtab_init(ty__pidtab *t) {
   memset(t, 0, sizeof *t);
+  pthread_mutex_init(&t->free_lock, NULL);
+}
+
+void ty__pidtab_give(ty__pidtab *t, const uint32_t *slots, size_t n) {
+  pthread_mutex_lock(&t->free_lock);
+  if (t->ngfree + n > t->capgfree) {
+    size_t cap = t->capgfree ? t->capgfree : 1024;
+    while (cap < t->ngfree + n) cap *= 2;
+    t->gfree = realloc(t->gfree, cap * sizeof *t->gfree);
+    if (!t->gfree) ty__die("out of memory");
+    t->capgfree = cap;
+  }
+  memcpy(t->gfree + t->ngfree, slots, n * sizeof *slots);
+  t->ngfree += n;
+  pthread_mutex_unlock(&t->free_lock);
+}
+
+size_t ty__pidtab_take(ty__pidtab *t, uint32_t *out, size_t max) {
+  pthread_mutex_lock(&t->free_lock);
+  size_t n = t->ngfree < max ? t->ngfree : max;
+  t->ngfree -= n;
+  memcpy(out, t->gfree + t->ngfree, n * sizeof *out);
+  pthread_mutex_unlock(&t->free_lock);
+  return n;
 }
 
 void ty__pidtab_destroy(ty__pidtab *t) {
+  pthread_mutex_destroy(&t->free_lock);
+  free(t->gfree);
   for (size_t i = 0; i < TY__PT_CHUNKS; i++) {
     /* relaxed: called after every thread that used the table was joined. */
     free(atomic_load_explicit(&t->chunks[i], memory_order_relaxed));
@@ -34,9 +60,13 @@ static ty__pident *chunk_for(ty__pidtab *t, uint32_t slot) {
 
 ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot) {
   /* relaxed: the counter only hands out distinct numbers; the entry itself
-   * is published through `word`. */
-  uint32_t s = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
-  if (s >= TY_PID_MAX_SLOTS) return NULL;
+   * is published through `word`. A CAS, not an add, so that a full table
+   * stays full instead of wrapping around to live slots. */
+  uint32_t s = atomic_load_explicit(&t->next, memory_order_relaxed);
+  do {
+    if (s >= TY_PID_MAX_SLOTS) return NULL;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &t->next, &s, s + 1, memory_order_relaxed, memory_order_relaxed));
   *slot = s;
   return &chunk_for(t, s)[s & (TY__PT_CHUNK - 1)];
 }

@@ -13,11 +13,15 @@
  * requires the lock clear, then takes the pending list, so every message sent
  * before the flip is delivered ahead of every message sent after it.
  *
- * Slots are allocated from a per-worker free list (the worker that ended the
- * previous occupant owns the slot) or a global bump counter.
+ * Slots come from the spawning worker's free list, then the shared free list
+ * (batches move between them), then a bump counter. Any thread may reuse a
+ * FREE slot: its generation was bumped when it was freed, so stale pids keep
+ * failing, and the free list's lock orders the free before the reuse.
  */
 #ifndef TY_PIDTAB_H
 #define TY_PIDTAB_H
+
+#include <pthread.h>
 
 #include "ty.h"
 
@@ -41,7 +45,18 @@ typedef struct ty__pidtab {
   _Atomic(ty__pident *) chunks[TY__PT_CHUNKS];
   /* Bumped by any spawning thread (relaxed RMW: only uniqueness matters). */
   alignas(TY_PAD) _Atomic uint32_t next;
+  /* Free slots shared by every thread: workers keep a local list and trade
+   * batches with this one, so a slot freed on one worker serves spawns on
+   * another and the table never runs out while few actors live. */
+  alignas(TY_PAD) pthread_mutex_t free_lock;
+  uint32_t *gfree; /* guarded by free_lock */
+  size_t ngfree, capgfree;
 } ty__pidtab;
+
+/* Moves n slots into the shared free list. */
+void ty__pidtab_give(ty__pidtab *t, const uint32_t *slots, size_t n);
+/* Takes up to max slots from the shared free list; returns how many. */
+size_t ty__pidtab_take(ty__pidtab *t, uint32_t *out, size_t max);
 
 static inline uint32_t ty__pid_slot(ty_pid p) {
   return (uint32_t)(p & (TY_PID_MAX_SLOTS - 1));

@@ -51,6 +51,8 @@ static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
   w->rng = 0x9E3779B97F4A7C15ull * (id + 1) ^ ty__now_ns();
   if (!w->rng) w->rng = 1;
   w->peers = ty__xcalloc(rt->n, sizeof *w->peers);
+  w->free_slots = ty__xcalloc(4096, sizeof *w->free_slots);
+  w->capfree = 4096;
   ty__spawnq_init(&w->spawnq, rt->cfg.spawnq_cap);
   ty__inject_init(&w->inbox);
   atomic_init(&w->park, TY__RUNNING);
@@ -127,11 +129,17 @@ void ty__notify_parked(ty_runtime *rt) {
   if (id >= 0) ty__worker_unpark(&rt->workers[id]);
 }
 
+#define SLOT_BATCH 256
+
 static ty__pident *take_slot(ty_runtime *rt, ty_worker *w, uint32_t *slot) {
+  if (w && !w->nfree && w->capfree >= SLOT_BATCH)
+    w->nfree = ty__pidtab_take(&rt->pids, w->free_slots, SLOT_BATCH);
   if (w && w->nfree) {
     *slot = w->free_slots[--w->nfree];
     return ty__pidtab_get(&rt->pids, *slot);
   }
+  if (!w && ty__pidtab_take(&rt->pids, slot, 1))
+    return ty__pidtab_get(&rt->pids, *slot);
   return ty__pidtab_bump(&rt->pids, slot);
 }
 

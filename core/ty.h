@@ -100,6 +100,7 @@ struct ty_actor {
   void *user; /* the binding's data */
   bool started;
   bool pinned; /* placed by ty_spawn_at: never on a spawn queue */
+  uint16_t blocked_peer; /* worker whose full ring the last send hit */
 };
 
 typedef struct ty_actor_ops {

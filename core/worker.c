@@ -246,14 +246,26 @@ static uint64_t peer_load(ty_worker *w, unsigned i) {
          ty__mesh_backlog(&w->rt->mesh, w->id, i);
 }
 
+/*
+ * Two random choices, with a bias toward home: an actor is pinned where it
+ * starts, and a child talks to its parent more often than not, so a remote
+ * worker wins only when it is lighter by more than PLACE_BIAS. Messages
+ * between workers cost a cache-line transfer at best and a sleep/wake at
+ * worst (and a whole time slice when the machine is oversubscribed), which a
+ * balanced but scattered placement pays on every message; a biased one pays
+ * only for the imbalance that stealing cannot fix.
+ */
+#define PLACE_BIAS 32
+
 static unsigned p2c_choose(ty_worker *w) {
   unsigned n = w->rt->n;
   uint64_t r = ty__rand_next(&w->rng);
   unsigned i = (unsigned)(r % n), j = (unsigned)((r >> 32) % n);
   uint64_t li = peer_load(w, i), lj = peer_load(w, j);
-  if (li != lj) return li < lj ? i : j;
-  /* A tie keeps the work local, where its spawner's data is hot. */
-  return (i == w->id || j == w->id) ? w->id : i;
+  unsigned best = li <= lj ? i : j;
+  uint64_t lbest = li <= lj ? li : lj;
+  if (best == w->id) return best;
+  return peer_load(w, w->id) <= lbest + PLACE_BIAS ? w->id : best;
 }
 
 /*
@@ -279,7 +291,11 @@ void ty__worker_place(ty_worker *w, ty_actor *a) {
       ty__mesh_push(&w->rt->mesh, w->id, to, &a->node)) {
     TY__STAT_ADD(w, spawns_remote, 1);
     TY__STAT_ADD(w, mesh_sent, 1);
-    mark_dirty(w, to);
+    /* Publish now: the spawner's run may be long, and the target idle. */
+    ty__mesh_publish(&w->rt->mesh, w->id, to);
+    /* seq_cst fence: publish (store) before reading its park state. */
+    atomic_thread_fence(memory_order_seq_cst);
+    ty__worker_unpark(&w->rt->workers[to]);
     return;
   }
   ty__spawnq_push(&w->spawnq, &a->node, &w->rt->inject);
@@ -295,9 +311,11 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   /* relaxed: published by the release half of the CAS below. */
   atomic_store_explicit(&e->actor, a, memory_order_relaxed);
   uint64_t old = atomic_load_explicit(&e->word, memory_order_relaxed);
-  for (;;) {
+  for (unsigned spins = 1;; spins++) {
     if (ty__w_locked(old)) {
-      ty__cpu_relax();
+      /* The holder may be a preempted thread: do not burn our slice. */
+      if (spins % 64 == 0) sched_yield();
+      else ty__cpu_relax();
       old = atomic_load_explicit(&e->word, memory_order_relaxed);
       continue;
     }
@@ -327,6 +345,9 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   TY__STAT_ADD(w, actors, 1);
 }
 
+/* Free pid slots a worker keeps before it shares them (see pidtab.h). */
+#define LOCAL_FREE_MAX 4096
+
 static void free_slot(ty_worker *w, ty_actor *a) {
   uint32_t slot = ty__pid_slot(a->pid);
   ty__pident *e = ty__pidtab_get(&w->rt->pids, slot);
@@ -336,10 +357,11 @@ static void free_slot(ty_worker *w, ty_actor *a) {
   /* release: a sender that sees the new generation sees nothing stale. */
   atomic_store_explicit(&e->word, ty__w_make(gen ? gen : 1, TY__S_FREE, 0),
                         memory_order_release);
-  if (w->nfree == w->capfree) {
-    w->capfree = w->capfree ? w->capfree * 2 : 256;
-    w->free_slots = realloc(w->free_slots, w->capfree * sizeof(uint32_t));
-    if (!w->free_slots) ty__die("out of memory");
+  if (w->nfree == LOCAL_FREE_MAX) { /* share the older half */
+    ty__pidtab_give(&w->rt->pids, w->free_slots, LOCAL_FREE_MAX / 2);
+    memmove(w->free_slots, w->free_slots + LOCAL_FREE_MAX / 2,
+            LOCAL_FREE_MAX / 2 * sizeof(uint32_t));
+    w->nfree = LOCAL_FREE_MAX / 2;
   }
   w->free_slots[w->nfree++] = slot;
 }
@@ -364,16 +386,19 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   a->state = TY__A_RUNNING;
   w->current = a;
   w->place_left = 0; /* placement blocks never span two runs */
+  update_load(w);    /* counts the running actor: a long run looks busy */
   int r = rt->ops.resume(a, rt->ud);
   w->current = NULL;
   a->started = true;
   TY__STAT_ADD(w, polls, 1);
+  bool blocked = a->flags & TY__AF_SEND_BLOCKED;
+  a->flags &= ~TY__AF_SEND_BLOCKED;
   if (r == TY_DONE) {
     finish_actor(w, a);
-  } else if (a->flags & TY__AF_SEND_BLOCKED) {
-    a->flags &= ~TY__AF_SEND_BLOCKED;
-    ty__peer *p = &w->peers[a->wait_ref];
-    a->wait_ref = 0;
+  } else if (blocked && r == TY_YIELD) {
+    /* It yielded for room: resume it when that overflow list empties. (An
+     * actor that waits instead keeps its place: the list keeps the order.) */
+    ty__peer *p = &w->peers[a->blocked_peer];
     if (p->overflow.head) {
       a->state = TY__A_BLOCKED;
       ty__list_push(&p->blocked, &a->node);
@@ -403,7 +428,7 @@ void ty__worker_note_blocked(ty_worker *w, unsigned to) {
   ty_actor *a = w->current;
   if (!a) return;
   a->flags |= TY__AF_SEND_BLOCKED;
-  a->wait_ref = to; /* reused as "which peer" until the worker parks it */
+  a->blocked_peer = (uint16_t)to;
 }
 
 /* ---- timers ------------------------------------------------------------ */
@@ -503,6 +528,10 @@ static ty_actor *next_local(ty_worker *w) {
   w->lifo_polls = 0;
   ty_actor *a;
   if (w->tick % w->gq_interval == 0 && (a = pop_inject(w))) return a;
+  /* Spawn requests get a turn too: a ready queue that never empties (actors
+   * yielding, steady traffic) must not keep new actors from starting. */
+  if ((w->tick & 15) == 8 && (a = (ty_actor *)ty__spawnq_pop(&w->spawnq)))
+    return a;
   if ((a = ready_pop(w))) return a;
   if ((a = (ty_actor *)ty__spawnq_pop(&w->spawnq))) return a;
   return pop_inject(w);
@@ -562,7 +591,8 @@ static bool has_work(ty_worker *w, bool last_searcher) {
   if (atomic_load_explicit(&rt->stopping, memory_order_relaxed)) return true;
   if (last_searcher) {
     for (unsigned i = 0; i < rt->n; i++)
-      if (ty__spawnq_len(&rt->workers[i].spawnq) > 1) return true;
+      if (i != w->id && ty__spawnq_len(&rt->workers[i].spawnq) > 0)
+        return true;
   }
   return false;
 }
@@ -587,8 +617,8 @@ static int64_t park_timeout(ty_worker *w) {
  */
 static void park(ty_worker *w) {
   ty_runtime *rt = w->rt;
-  publish_all(w);
   maintenance(w);
+  publish_all(w); /* after maintenance, which may have sent something */
   if (w->ready.head) return;
   int64_t timeout = park_timeout(w);
   if (timeout == 0) return;
@@ -617,23 +647,31 @@ static void park(ty_worker *w) {
 /* ---- spinning ---------------------------------------------------------- */
 
 /* Work that a spinning worker would pick up: cheap loads only. Stealable
- * work counts only for a searcher (the others would not take it). */
+ * work counts once the spinner may search (steal); it tries to become a
+ * searcher when it sees some. */
 static bool work_visible(ty_worker *w) {
   ty_runtime *rt = w->rt;
   if (ty__mesh_has_incoming(&rt->mesh, w->id) || ty__inject_len(&w->inbox) ||
       ty__inject_len(&rt->inject))
     return true;
-  if (!w->searching) return false;
-  for (unsigned i = 0; i < rt->n; i++)
-    if (i != w->id && ty__spawnq_len(&rt->workers[i].spawnq) > 1) return true;
+  for (unsigned i = 0; i < rt->n; i++) {
+    if (i == w->id || ty__spawnq_len(&rt->workers[i].spawnq) == 0) continue;
+    if (w->searching) return true;
+    if (ty__idle_try_search(&rt->idle)) {
+      w->searching = true;
+      return true;
+    }
+    return false;
+  }
   return false;
 }
 
 /*
  * Before parking, an idle worker watches for work for up to spin_ns: a
  * message from another core then costs a cache-line transfer (~0.2 us)
- * instead of a sleep and an eventfd wake (~10-20 us). Only loads, no steals:
- * stealing stays with the searchers (at most half the workers). Every 256
+ * instead of a sleep and an eventfd wake (~10-20 us). Only loads: a spinner
+ * that sees stealable work must first become a searcher (at most half the
+ * workers search) before the loop lets it steal. Every 256
  * turns the spinner yields the CPU, so that on an oversubscribed machine it
  * does not keep a busy worker off its core.
  */
@@ -707,8 +745,18 @@ void *ty__worker_main(void *arg) {
     ty__die("cannot create the worker's I/O backend");
   if (rt->ops.worker_init) rt->ops.worker_init(w, rt->ud);
   worker_loop(w);
+  if (w->lifo) ready_push(w, w->lifo);
   w->lifo = NULL;
-  w->ready.head = w->ready.tail = NULL;
+  /* Pinned spawn requests wait in the ready queue without a LIVE slot. */
+  ty__node *n;
+  while ((n = ty__list_pop(&w->ready))) {
+    ty_actor *a = (ty_actor *)n;
+    if (!a->started) {
+      rt->ops.destroy(a, NULL, rt->ud);
+      free(a);
+    }
+  }
+  w->ready_len = 0;
   for (unsigned i = 0; i < rt->n; i++) w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
   destroy_started(w);
   if (rt->ops.worker_exit) rt->ops.worker_exit(w, rt->ud);

@@ -31,7 +31,26 @@
   TY_TEST_LIST_POOL(X)
 
 /* The I/O backends' tests (core/test/test_io*.c). */
-#define TY_TEST_LIST_IO(X)
+#define TY_TEST_LIST_IO(X)                                                     \
+  X(io_wake_uring, 30)                                                         \
+  X(io_wake_epoll, 30)                                                         \
+  X(io_tcp_uring, 30)                                                          \
+  X(io_tcp_epoll, 30)                                                          \
+  X(io_bigsend_uring, 60)                                                      \
+  X(io_bigsend_epoll, 60)                                                      \
+  X(io_enobufs_uring, 30)                                                      \
+  X(io_enobufs_epoll, 30)                                                      \
+  X(io_cancel_uring, 30)                                                       \
+  X(io_cancel_epoll, 30)                                                       \
+  X(io_runtime_uring, 60)                                                      \
+  X(io_runtime_epoll, 60)
 
 /* The blocking pool's tests (core/test/test_pool*.c). */
-#define TY_TEST_LIST_POOL(X)
+#define TY_TEST_LIST_POOL(X)                                                   \
+  X(pool_saturation, 30)                                                       \
+  X(pool_queue_full, 30)                                                       \
+  X(pool_queue_zero, 30)                                                       \
+  X(pool_retire, 30)                                                           \
+  X(pool_one_thread, 300)                                                      \
+  X(pool_shutdown_queued, 30)                                                  \
+  X(pool_stress, 300)

@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# bench/run.sh - tycho's workload suite (shared/research/peers.md), run by
+# `make bench` after it has built build/cbench, build/bin/tycho and
+# build/lib/tycho/core.so.
+#
+# Every workload runs RUNS times, each in a fresh process with a timeout; a
+# process prints "RESULT <value> <unit>", "DETAIL key=value ..." and
+# "NOTE text" lines, and the summary is the peers' format:
+#   tycho-c <workload>: <median> <unit>      C actors (build/cbench <workload>)
+#   tycho <workload>: <median> <unit>        Lua actors (bench/lua/<workload>.lua)
+#   # <name> <workload> runs: ... / detail (per-key medians): ... / note: ...
+# and a side-by-side table at the end (ratios > 1 mean tycho is better).
+#
+# Environment:
+#   BENCH="spawn ring"  subset (default: every workload below; also passed to
+#                       the peers as ONLY)
+#   RUNS=3              runs per workload (median)
+#   TIMEOUT=90          seconds per benchmark process
+#   WORKERS=2           worker threads (tycho --workers, cbench WORKERS)
+#   PEERS=1             also run the tokio and erlang suites in the same sitting
+#   PEER_NAMES="tokio erlang"   which peer suites PEERS=1 runs
+#   PEER_VARIANTS="spawn_msg pingpong_oneshot"  peer variants added when BENCH
+#                       is empty (the ones shaped like tycho's Lua workloads)
+#   SHARED=../shared    where peers/<name>/run.sh live (default: the shared/
+#                       beside this checkout, else /work/shared)
+#   BUILD=build         where cbench and bin/tycho are
+#   TABLE_FROM=file     only print the table of a saved output of this script
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+
+RUNS=${RUNS:-3}
+TIMEOUT=${TIMEOUT:-90}
+export WORKERS=${WORKERS:-2}
+BENCH=${BENCH:-}
+PEERS=${PEERS:-0}
+PEER_NAMES=${PEER_NAMES:-"tokio erlang"}
+PEER_VARIANTS=${PEER_VARIANTS:-"spawn_msg pingpong_oneshot"}
+
+# The workloads, in the order they run and appear in the table. `http`
+# (wrk against a tycho.http server) has a slot but no implementation yet.
+WORKLOADS="spawn pingpong ring skew timers memory"
+C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
+LUA_WORKLOADS="spawn pingpong ring skew timers memory"  # bench/lua/<w>.lua
+FUTURE_WORKLOADS="http"
+
+BUILD=${BUILD:-build}
+CBENCH=$ROOT/$BUILD/cbench
+TYCHO=$ROOT/$BUILD/bin/tycho
+
+TMPD=$(mktemp -d /tmp/tychobench.XXXXXX)
+SUMMARY=$TMPD/summary          # every summary line, ours and the peers'
+trap 'rm -rf "$TMPD"' EXIT
+trap 'rm -rf "$TMPD"; exit 130' INT TERM
+
+# Prints and records a line of the summary.
+out() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
+
+in_list() { [[ " $2 " == *" $1 "* ]]; }
+want() { [ -z "$BENCH" ] || in_list "$1" "$BENCH"; }
+
+# ---------------------------------------------------------------------------
+# summarize <name> <workload> <prefix> files...
+# The main value is the median of the RESULT values; each DETAIL key is the
+# median of its own values (a trailing % is dropped); the NOTE of the first
+# run is kept.
+summarize() {
+    local name=$1 label=$2 prefix=$3; shift 3
+    awk -v name="$name" -v label="$label" -v prefix="$prefix" '
+    function median(src, n,   i, j, t, a) {
+        for (i = 1; i <= n; i++) a[i] = src[i]
+        for (i = 2; i <= n; i++) {          # insertion sort: n is tiny
+            t = a[i]
+            for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
+            a[j + 1] = t
+        }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function num(v) { return (v >= 100 || v <= -100) ? sprintf("%.0f", v) : sprintf("%.4g", v) }
+    FNR == 1 { file++ }
+    $1 == "RESULT" { n++; val[n] = $2 + 0; unit = $3; runs = runs " " num($2 + 0) }
+    $1 == "DETAIL" {
+        for (i = 2; i <= NF; i++) {
+            if (split($i, kv, "=") != 2) continue
+            k = kv[1]; v = kv[2]; sub(/%$/, "", v)
+            if (!(k in cnt)) keys[++nkeys] = k
+            dv[k, ++cnt[k]] = v + 0
+        }
+    }
+    $1 == "NOTE" && file == 1 { $1 = ""; note = note $0 }
+    END {
+        if (n == 0) { printf "%s%s %s: FAILED (no result; see # lines)\n", prefix, name, label; exit }
+        printf "%s%s %s: %s %s\n", prefix, name, label, num(median(val, n)), unit
+        printf "# %s %s runs:%s (median of %d)\n", name, label, runs, n
+        d = ""
+        for (o = 1; o <= nkeys; o++) {
+            k = keys[o]
+            delete tmp
+            for (i = 1; i <= cnt[k]; i++) tmp[i] = dv[k, i]
+            d = d " " k "=" num(median(tmp, cnt[k]))
+        }
+        if (d != "") printf "# %s %s detail (per-key medians):%s\n", name, label, d
+        if (note != "") printf "# %s %s note:%s\n", name, label, note
+    }' "$@"
+}
+
+# bench <name> <workload> <command...>: RUNS fresh processes, then the summary.
+bench() {
+    local name=$1 label=$2; shift 2
+    local files=() i rc f
+    for i in $(seq 1 "$RUNS"); do
+        f="$TMPD/$name.$label.$i"
+        timeout -k 5 "$TIMEOUT" "$@" >"$f" 2>"$f.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+                out "# $name $label run $i: timed out after ${TIMEOUT}s: $(tail -c 300 "$f.err" | tr '\n' ' ')"
+            else
+                out "# $name $label run $i: exit $rc: $(tail -c 300 "$f.err" | tr '\n' ' ')"
+            fi
+        fi
+        files+=("$f")
+    done
+    summarize "$name" "$label" "" "${files[@]}" | tee -a "$SUMMARY"
+}
+
+# ---------------------------------------------------------------------------
+# Workloads not written yet. http will be: start `tycho --workers $WORKERS
+# bench/lua/http.lua <port>` in the background, wait until it answers, run
+# `wrk -t2 -c64 -d5s --latency` against it, and turn wrk's output into
+# RESULT <req/s> req/s / DETAIL p50_ms= p90_ms= p99_ms= lines, like the peers.
+run_future() {
+    out "# tycho $1: not implemented yet (skipped)"
+}
+
+# ---------------------------------------------------------------------------
+# Peer suites. Each runs from a private copy under build/peers/<name> (shared/
+# stays untouched; the copy keeps its build products between runs).
+find_shared() {
+    local d
+    for d in "${SHARED:-}" "$ROOT/../shared" /work/shared; do
+        [ -n "$d" ] && [ -d "$d/peers" ] && { echo "$d"; return; }
+    done
+}
+
+run_peer() {
+    local peer=$1 shared src dst only
+    shared=$(find_shared)
+    src=$shared/peers/$peer
+    if [ -z "$shared" ] || [ ! -x "$src/run.sh" ]; then
+        out "# $peer: no peers/$peer/run.sh found (set SHARED=)"
+        return
+    fi
+    case $peer in
+        tokio) command -v cargo >/dev/null || { out "# tokio: cargo not found, skipped (see $src/BUILD.md)"; return; } ;;
+        erlang) command -v erl >/dev/null || { out "# erlang: erl not found, skipped (apt-get install erlang-base; see $src/BUILD.md)"; return; } ;;
+    esac
+    dst=$ROOT/build/peers/$peer
+    mkdir -p "$dst"
+    # -p keeps the sources' times, so cargo/erlc rebuild only when they change
+    cp -rp "$src/." "$dst/" && chmod -R u+w "$dst"
+    if [ -n "$BENCH" ]; then
+        only=$BENCH
+    else
+        only="$WORKLOADS $PEER_VARIANTS"
+    fi
+    ONLY="$only" RUNS="$RUNS" TIMEOUT="$TIMEOUT" "$dst/run.sh" 2>&1 | tee -a "$SUMMARY"
+}
+
+# ---------------------------------------------------------------------------
+# The side-by-side table, from the summary lines. Rows: the main value of
+# every workload, skew efficiency and timers lateness, and the peer variants
+# that are shaped like tycho's Lua workloads (compared with tycho's main line).
+# A ratio is tycho/peer for rates and percentages, peer/tycho for times and
+# sizes: > 1 means tycho is better.
+table() {
+    awk -v order="$WORKLOADS $FUTURE_WORKLOADS" -v peers="$PEER_NAMES" '
+    function human(v) {
+        if (v == "") return "-"
+        if (v == "FAILED") return v
+        if (v >= 1e6) return sprintf("%.2fM", v / 1e6)
+        if (v >= 1e4) return sprintf("%.0fk", v / 1e3)
+        return sprintf("%.4g", v)
+    }
+    # higher-is-better for rates and percentages
+    function higher(u) { return u ~ /\/s$/ || u == "%" }
+    function ratio(t, p, u) {
+        if (t == "" || p == "" || t == "FAILED" || p == "FAILED" || t + 0 == 0 || p + 0 == 0) return "-"
+        return sprintf("%.2f", higher(u) ? t / p : p / t)
+    }
+    function row(label, u, tc, ty,   s, i) {
+        s = sprintf("| %-22s | %-12s | %9s | %9s", label, u, human(tc), human(ty))
+        for (i = 1; i <= np; i++) s = s sprintf(" | %9s", human(pv[i]))
+        for (i = 1; i <= np; i++) s = s sprintf(" | %9s", ratio(ty, pv[i], u))
+        for (i = 1; i <= np; i++) s = s sprintf(" | %9s", ratio(tc, pv[i], u))
+        print s " |"
+    }
+    BEGIN { nw = split(order, wl, " "); np = split(peers, pn, " ") }
+    # main lines:  <name> <workload>: <value> <unit>
+    # variants:    # <name> <workload>: <value> <unit>
+    /^(# )?[a-z-]+ [a-z_]+: [-0-9.eE+]+ / {
+        s = $0; sub(/^# /, "", s); split(s, f, " ")
+        nm = f[1]; w = f[2]; sub(/:$/, "", w)
+        val[nm, w] = f[3]; unit[w] = f[4]
+    }
+    /^(# )?[a-z-]+ [a-z_]+: FAILED/ {
+        s = $0; sub(/^# /, "", s); split(s, f, " ")
+        w = f[2]; sub(/:$/, "", w)
+        if (!((f[1], w) in val)) val[f[1], w] = "FAILED"
+    }
+    /^# [a-z-]+ [a-z_]+ detail \(per-key medians\):/ {
+        nm = $2; w = $3
+        for (i = 7; i <= NF; i++) { split($i, kv, "="); det[nm, w, kv[1]] = kv[2] }
+    }
+    END {
+        h = sprintf("| %-22s | %-12s | %9s | %9s", "workload", "unit", "tycho-c", "tycho")
+        sep = "|------------------------|--------------|-----------|-----------"
+        for (i = 1; i <= np; i++) { h = h sprintf(" | %9s", pn[i]); sep = sep "|-----------" }
+        for (i = 1; i <= np; i++) { h = h sprintf(" | %9s", substr("ty/" pn[i], 1, 9)); sep = sep "|-----------" }
+        for (i = 1; i <= np; i++) { h = h sprintf(" | %9s", substr("c/" pn[i], 1, 9)); sep = sep "|-----------" }
+        print h " |"; print sep "|"
+        for (k = 1; k <= nw; k++) {
+            w = wl[k]; any = 0
+            if ((("tycho-c", w) in val) || (("tycho", w) in val)) any = 1
+            for (i = 1; i <= np; i++) { pv[i] = val[pn[i], w]; if (pv[i] != "") any = 1 }
+            if (!any) continue
+            row(w, unit[w], val["tycho-c", w], val["tycho", w])
+            if (w == "skew") {
+                for (i = 1; i <= np; i++) pv[i] = det[pn[i], w, "efficiency"]
+                row("skew efficiency", "%", det["tycho-c", w, "efficiency"], det["tycho", w, "efficiency"])
+            }
+            if (w == "timers") {
+                split("late_mean_ms late_max_ms", lk, " ")
+                for (j = 1; j <= 2; j++) {
+                    for (i = 1; i <= np; i++) pv[i] = det[pn[i], w, lk[j]]
+                    row("timers " lk[j], "ms", det["tycho-c", w, lk[j]], det["tycho", w, lk[j]])
+                }
+            }
+        }
+        # peer variants shaped like tycho Lua workloads
+        nv = split("spawn_msg:spawn pingpong_oneshot:pingpong memory_oneshot:memory", vm, " ")
+        for (k = 1; k <= nv; k++) {
+            split(vm[k], ab, ":"); v = ab[1]; w = ab[2]; any = 0
+            for (i = 1; i <= np; i++) { pv[i] = val[pn[i], v]; if (pv[i] != "") any = 1 }
+            if (!any || !(("tycho", w) in val)) continue
+            row(v "*", unit[w], "", val["tycho", w]); starred = starred " " v "* = tycho " w
+        }
+        if (starred != "") print "# peer variants compared with tycho'"'"'s main line:" starred
+    }' "$SUMMARY"
+}
+
+# ---------------------------------------------------------------------------
+# TABLE_FROM=<saved output of this script>: print only its table.
+if [ -n "${TABLE_FROM:-}" ]; then
+    cp "$TABLE_FROM" "$SUMMARY" && table
+    exit
+fi
+
+for w in $BENCH; do
+    in_list "$w" "$WORKLOADS $FUTURE_WORKLOADS" ||
+        echo "# tycho: no workload '$w' (known: $WORKLOADS; peers may still run it)"
+done
+if [ ! -x "$CBENCH" ] || [ ! -x "$TYCHO" ]; then
+    echo "bench/run.sh: build first: make bench (needs $BUILD/cbench and $BUILD/bin/tycho)" >&2
+    exit 1
+fi
+
+out "# tycho suite: $(date -u +%FT%TZ) host=$(uname -n) nproc=$(nproc) loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)] runs=$RUNS workers=$WORKERS"
+out "# tycho version: $("$TYCHO" --version) commit $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
+load=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+    out "# warning: the 1-minute load is $load on $(nproc) CPUs: numbers will be noisy"
+fi
+
+for w in $WORKLOADS $FUTURE_WORKLOADS; do
+    want "$w" || continue
+    if in_list "$w" "$FUTURE_WORKLOADS"; then run_future "$w"; continue; fi
+    in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
+    in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
+done
+out "# tycho suite done: loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
+
+if [ "$PEERS" = 1 ]; then
+    for p in $PEER_NAMES; do run_peer "$p"; done
+else
+    PEER_NAMES=""
+fi
+
+echo
+echo "# side by side (medians; ratios are tycho/peer for rates and %, peer/tycho for times, ms and bytes: > 1 = tycho better)"
+table
+exit 0

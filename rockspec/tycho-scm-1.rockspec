@@ -1,0 +1,67 @@
+-- tycho: LuaJIT actors on every core.
+--
+--   luarocks --lua-version=5.1 --tree=DIR make rockspec/tycho-scm-1.rockspec
+--
+-- builds with the Makefile (build.type = "make") and installs the module
+-- tycho.core (DIR/lib/lua/5.1/tycho/core.so), the Lua side
+-- (DIR/share/lua/5.1/tycho/*.lua) and the launcher DIR/bin/tycho (an ELF
+-- binary, so luarocks copies it as is instead of wrapping it).
+--
+-- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev) and
+-- liburing; `make deps` installs them. The Lua libraries tycho uses
+-- (lua-cjson ...) come from Debian packages, which are not rocks, so they are
+-- not listed as dependencies.
+rockspec_format = "3.0"
+package = "tycho"
+version = "scm-1"
+
+source = {
+   -- `luarocks make` builds the checkout it is run from and never fetches.
+   url = "git+file://.",
+}
+
+description = {
+   summary = "LuaJIT coroutines as actors on every core",
+   detailed = [[
+tycho is a C runtime that runs LuaJIT coroutines as actors on a
+work-stealing scheduler with one worker thread per core. Actors share
+nothing and talk by messages (spawn/send/recv/call/monitor/link).
+]],
+   license = "MIT",
+   labels = { "actors", "concurrency", "luajit", "scheduler" },
+}
+
+supported_platforms = { "linux" }
+
+dependencies = {
+   "lua >= 5.1, < 5.2",
+}
+
+build = {
+   type = "make",
+   -- `all` also builds the C tests (a few seconds); the install target
+   -- depends only on the module and the launcher.
+   build_target = "all",
+   build_variables = {
+      CC = "$(CC)",
+      CFLAGS = "$(CFLAGS)",
+      LIBFLAG = "$(LIBFLAG)",
+      -- The Makefile only takes LUA_INCDIR when it holds luajit.h (luarocks
+      -- may point it at a plain Lua 5.1's headers); LUA_LIBDIR may be empty.
+      LUA_INCDIR = "$(LUA_INCDIR)",
+      LUA_LIBDIR = "$(LUA_LIBDIR)",
+   },
+   install_target = "install",
+   install_variables = {
+      INST_PREFIX = "$(PREFIX)",
+      INST_BINDIR = "$(BINDIR)",
+      INST_LIBDIR = "$(LIBDIR)",
+      INST_LUADIR = "$(LUADIR)",
+      INST_CONFDIR = "$(CONFDIR)",
+   },
+}
+
+test = {
+   type = "command",
+   command = "make test",
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# test.sh - every test (what `make test` runs once the build is done):
+#   1. the C tests of the core (build/tycho-tests, or $BUILD/tycho-tests)
+#   2. the busted specs (scripts/spec.sh)
+# Each prints "N passed, N failed"; the last line of this script is their sum.
+# Exits non-zero when anything failed.
+#
+#   scripts/test.sh          (environment: BUILD=build, TY_TEST_SCALE=1)
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+source scripts/steps.sh
+
+BUILD=${BUILD:-build}
+export TY_TEST_SCALE=${TY_TEST_SCALE:-1}
+
+if [[ -x $BUILD/tycho-tests ]]; then
+  step "C tests" "$BUILD/tycho-tests"
+else
+  step "C tests" sh -c "echo '$BUILD/tycho-tests is missing: run make first' >&2; exit 1"
+fi
+
+if [[ -x scripts/spec.sh ]]; then
+  step "Lua specs" scripts/spec.sh
+else
+  step "Lua specs" sh -c "echo 'scripts/spec.sh is missing or not executable' >&2; exit 1"
+fi
+
+finish

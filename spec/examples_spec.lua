@@ -1,0 +1,62 @@
+-- examples_spec.lua - every script in examples/ runs with build/bin/tycho,
+-- exits 0 and prints what it is meant to, with one worker and with several.
+
+local function repo_root()
+  local src = debug.getinfo(1, "S").source:gsub("^@", "")
+  local dir = src:match("^(.*)/spec/[^/]*$") or "."
+  if dir:sub(1, 1) ~= "/" then
+    local pwd = io.popen("pwd"):read("*l")
+    dir = dir == "." and pwd or pwd .. "/" .. dir
+  end
+  return dir
+end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Runs an example; returns its exit code and its output (stdout+stderr).
+local function run(workers, example, ...)
+  local root = repo_root()
+  local args = { ... }
+  for i, a in ipairs(args) do args[i] = q(a) end
+  local cmd = ("cd %s && timeout 120 build/bin/tycho --workers %d examples/%s %s 2>&1; echo \"__rc=$?\"")
+    :format(q(root), workers, example, table.concat(args, " "))
+  local p = io.popen(cmd)
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("__rc=(%d+)%s*$")), (out:gsub("__rc=%d+%s*$", ""))
+end
+
+describe("examples", function()
+  for _, workers in ipairs({ 1, 2, 4 }) do
+    describe("with " .. workers .. " worker(s)", function()
+      it("ping_pong.lua exchanges N messages and prints the rate", function()
+        local rc, out = run(workers, "ping_pong.lua", "2000")
+        assert.are.equal(0, rc, out)
+        assert.matches("ping_pong: 2000 round trips in [%d.]+ s: %d+ round trips/s, %d+ messages/s", out)
+      end)
+
+      it("pool.lua spreads the jobs over K workers and sums the results", function()
+        local rc, out = run(workers, "pool.lua", "3", "200000")
+        assert.are.equal(0, rc, out)
+        -- 17984 primes below 200000, in 4 chunks of 50000.
+        assert.matches("pool: 3 workers, 4 jobs, 17984 primes below 200000 in [%d.]+ s", out)
+        local served = 0
+        for n in out:match("jobs per worker: ([^)]*)"):gmatch("w%d+=(%d+)") do
+          served = served + tonumber(n)
+        end
+        assert.are.equal(4, served, out)
+      end)
+
+      it("crash_monitor.lua hears the crash through its monitor and carries on", function()
+        local rc, out = run(workers, "crash_monitor.lua")
+        assert.are.equal(0, rc, out)
+        assert.matches("'twenty%-one' %-> nil, dead", out)
+        assert.matches("DOWN %d+: [^\n]*crash_monitor%.lua:%d+: cannot parse 'twenty%-one'", out)
+        assert.matches("after the crash: call %-> nil, noproc", out)
+        assert.matches("%(restarted%): 50 %-> 100", out)
+        assert.matches("DOWN %d+: normal", out)
+        assert.matches("main carried on after the crash", out)
+      end)
+    end)
+  end
+end)

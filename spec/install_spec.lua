@@ -1,0 +1,139 @@
+-- install_spec.lua - tycho installs as a rock and runs from the rock tree.
+--
+-- Copies the source tree (without build outputs and .git) to a temporary
+-- folder, runs `luarocks --lua-version=5.1 --tree=TREE make
+-- rockspec/tycho-scm-1.rockspec` there, then checks that TREE/bin/tycho is our
+-- ELF launcher and runs an example, that `require "tycho"` works under plain
+-- luajit with `luarocks path`, and that `luarocks remove` takes it all away.
+-- Building in a copy leaves the checkout's build/ alone. Takes ~10-60 s.
+
+-- The checkout's root: this file is <root>/spec/install_spec.lua.
+local function repo_root()
+  local src = debug.getinfo(1, "S").source:gsub("^@", "")
+  local dir = src:match("^(.*)/spec/[^/]*$") or "."
+  if dir:sub(1, 1) ~= "/" then
+    local pwd = io.popen("pwd"):read("*l")
+    dir = dir == "." and pwd or pwd .. "/" .. dir
+  end
+  return dir
+end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Runs a shell command; returns its exit code and its output (stdout+stderr).
+local function sh(cmd)
+  local p = io.popen("{ " .. cmd .. "\n} 2>&1; echo \"__rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("__rc=(%d+)%s*$"))
+  return rc, (out:gsub("__rc=%d+%s*$", ""))
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+describe("install with luarocks make", function()
+  local root = repo_root()
+  local tmp, src, tree
+  local installed, install_log = false, ""
+
+  lazy_setup(function()
+    local rc, out = sh("mktemp -d /tmp/tycho-install-spec.XXXXXX")
+    assert(rc == 0, out)
+    tmp = out:match("[^\n]+")
+    src, tree = tmp .. "/src", tmp .. "/tree"
+    -- Copy the sources; build outputs (build*/), .git and a local rock tree
+    -- stay behind, so the copy builds from scratch.
+    rc, out = sh(("mkdir -p %s && tar -C %s -cf - --exclude=./.git --exclude=./build"
+      .. " --exclude='./build-*' --exclude=./tree . | tar -C %s -xf -"):format(q(src), q(root), q(src)))
+    assert(rc == 0, "copying the sources failed:\n" .. out)
+    -- MAKEFLAGS is set, not inherited: under `make test` it would carry the
+    -- outer make's jobserver and variables.
+    rc, out = sh(("cd %s && env MAKEFLAGS=-j2 timeout 300 luarocks --lua-version=5.1 --tree=%s"
+      .. " make rockspec/tycho-scm-1.rockspec"):format(q(src), q(tree)))
+    installed, install_log = rc == 0, out
+  end)
+
+  lazy_teardown(function()
+    if tmp and tmp:match("^/tmp/tycho%-install%-spec%.") then sh("rm -rf " .. q(tmp)) end
+  end)
+
+  local function need_install()
+    assert(installed, "luarocks make failed:\n" .. install_log)
+  end
+
+  it("builds and installs the module, the Lua files and the launcher", function()
+    need_install()
+    assert.is_true(exists(tree .. "/lib/lua/5.1/tycho/core.so"), "no tycho/core.so")
+    assert.is_true(exists(tree .. "/share/lua/5.1/tycho/init.lua"), "no tycho/init.lua")
+    assert.is_true(exists(tree .. "/bin/tycho"), "no bin/tycho")
+    local rc, out = sh(("luarocks --lua-version=5.1 --tree=%s list --porcelain"):format(q(tree)))
+    assert.are.equal(0, rc, out)
+    assert.matches("tycho\tscm%-1\tinstalled", out)
+  end)
+
+  it("installs bin/tycho as the ELF launcher, not a luarocks wrapper", function()
+    need_install()
+    local f = assert(io.open(tree .. "/bin/tycho", "rb"))
+    local magic = f:read(4)
+    f:close()
+    assert.are.equal("\127ELF", magic)
+    local rc, out = sh(q(tree .. "/bin/tycho") .. " --version")
+    assert.are.equal(0, rc, out)
+    assert.matches("^tycho %d+%.%d+%.%d+", out)
+  end)
+
+  it("runs an example with TREE/bin/tycho, modules from the tree", function()
+    need_install()
+    local rc, out = sh(("cd /tmp && timeout 60 %s --workers 2 %s 2000"):format(
+      q(tree .. "/bin/tycho"), q(root .. "/examples/ping_pong.lua")))
+    assert.are.equal(0, rc, out)
+    assert.matches("ping_pong: 2000 round trips in [%d.]+ s: %d+ round trips/s", out)
+
+    -- The main actor finds tycho's Lua files in the tree, not in the checkout.
+    local script = tmp .. "/where.lua"
+    local f = assert(io.open(script, "w"))
+    f:write('local tycho = require "tycho"\n',
+      'print("init=" .. package.searchpath("tycho", package.path))\n',
+      'print("self=" .. tostring(tycho.self()))\n')
+    f:close()
+    rc, out = sh(("cd /tmp && timeout 60 %s %s"):format(q(tree .. "/bin/tycho"), q(script)))
+    assert.are.equal(0, rc, out)
+    assert.is_truthy(out:find("init=" .. tree .. "/bin/../share/lua/5.1/tycho/init.lua", 1, true), out)
+    assert.matches("self=%d+", out)
+  end)
+
+  it("lets plain luajit require \"tycho\" with `luarocks path`", function()
+    need_install()
+    -- The spawned function's upvalue `tycho` is a module: allowed.
+    local code = [[
+      local tycho = require "tycho"
+      print("core=" .. package.searchpath("tycho.core", package.cpath))
+      print("result=" .. tostring(tycho.run(function(a)
+        local p = tycho.spawn(function()
+          local x, from = tycho.recv()
+          tycho.send(from, x * 2)
+        end)
+        tycho.send(p, a, tycho.self())
+        return tycho.recv(5)
+      end, 21)))
+    ]]
+    local rc, out = sh(('eval "$(luarocks --lua-version=5.1 --tree=%s path)" && cd /tmp && '
+      .. "timeout 60 luajit -e %s"):format(q(tree), q(code)))
+    assert.are.equal(0, rc, out)
+    assert.is_truthy(out:find("core=" .. tree .. "/lib/lua/5.1/tycho/core.so", 1, true), out)
+    assert.is_truthy(out:find("result=42", 1, true), out)
+  end)
+
+  it("is removed by luarocks remove", function()
+    need_install()
+    local rc, out = sh(("luarocks --lua-version=5.1 --tree=%s remove tycho"):format(q(tree)))
+    assert.are.equal(0, rc, out)
+    assert.is_false(exists(tree .. "/bin/tycho"))
+    assert.is_false(exists(tree .. "/lib/lua/5.1/tycho/core.so"))
+    assert.is_false(exists(tree .. "/share/lua/5.1/tycho/init.lua"))
+  end)
+end)

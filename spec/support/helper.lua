@@ -1,0 +1,100 @@
+-- Helpers for the specs. They run in the busted process (outside tycho.run):
+-- capturing what the workers write to stderr, running the launcher and
+-- plain LuaJIT as subprocesses.
+local ffi = require "ffi"
+
+local H = {}
+
+pcall(ffi.cdef, [[
+int dup(int fd);
+int dup2(int fd, int fd2);
+int close(int fd);
+int open(const char *path, int flags, ...);
+]])
+
+local O_WRONLY, O_CREAT, O_TRUNC = 1, 0x40, 0x200
+
+local function slurp(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+H.slurp = slurp
+
+-- Runs fn(...) with file descriptor 2 sent to a file; returns what was
+-- written there (by this process and its worker threads), then fn's
+-- results. Errors in fn are raised after stderr is restored.
+function H.capture_stderr(fn, ...)
+  local path = os.tmpname()
+  io.stderr:flush()
+  local saved = ffi.C.dup(2)
+  local fd = ffi.C.open(path, bit.bor(O_WRONLY, O_CREAT, O_TRUNC), 420)
+  assert(saved >= 0 and fd >= 0, "cannot redirect stderr")
+  ffi.C.dup2(fd, 2)
+  ffi.C.close(fd)
+  local res = { pcall(fn, ...) }
+  io.stderr:flush()
+  ffi.C.dup2(saved, 2)
+  ffi.C.close(saved)
+  local text = slurp(path)
+  os.remove(path)
+  if not res[1] then error(res[2], 0) end
+  return text, unpack(res, 2, table.maxn(res))
+end
+
+-- How many times `needle` occurs in s (plain text).
+function H.count(s, needle)
+  local n, i = 0, 1
+  while true do
+    local a, b = s:find(needle, i, true)
+    if not a then return n end
+    n, i = n + 1, b + 1
+  end
+end
+
+-- A temporary file holding `text`; returns its path.
+function H.write_tmp(text, suffix)
+  local path = os.tmpname() .. (suffix or ".lua")
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+local function quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+H.quote = quote
+
+-- Runs a shell command; returns its exit status, stdout and stderr.
+function H.sh(cmd)
+  local out, err = os.tmpname(), os.tmpname()
+  local p = assert(io.popen(("(%s) >%s 2>%s; echo $?"):format(cmd, out, err)))
+  local rc = tonumber(p:read("*a"))
+  p:close()
+  local o, e = slurp(out), slurp(err)
+  os.remove(out)
+  os.remove(err)
+  return rc, o, e
+end
+
+-- Inside an actor on a 2-worker runtime: the worker it runs on, and the
+-- other one (for tycho.core._spawn_at, to place a peer on purpose).
+function H.this_worker() return require("tycho.core")._worker() end
+function H.other_worker() return H.this_worker() == 1 and 2 or 1 end
+
+H.launcher = "build/bin/tycho"
+
+-- Runs the launcher with the given argument string.
+function H.tycho(args, env)
+  return H.sh((env or "") .. " " .. H.launcher .. " " .. args)
+end
+
+-- Runs `code` in a fresh plain LuaJIT that finds tycho in the source tree.
+function H.luajit(code, env)
+  return H.sh(("%s LUA_PATH='lua/?.lua;lua/?/init.lua;spec/?.lua;;' " ..
+    "LUA_CPATH='build/lib/?.so;;' luajit -e %s"):format(env or "", quote(code)))
+end
+
+return H

@@ -1,0 +1,693 @@
+-- tycho.tcp against real sockets on 127.0.0.1, every case once per I/O
+-- backend (io_uring and epoll; io_uring cases are pending where the kernel
+-- does not offer it). Code inside actors checks with plain assert/error:
+-- a failure there makes tycho.run raise, which fails the case.
+local tycho = require "tycho"
+local core = require "tycho.core"
+
+local BACKENDS = { uring = "io_uring", epoll = "epoll" }
+
+-- Runs main on a fresh 2-worker runtime with the given backend.
+local function run(io, main, ...)
+  tycho.config{ io = io, workers = 2 }
+  return tycho.run(main, ...)
+end
+
+local function has_ipv6()
+  local f = io.open("/proc/net/if_inet6")
+  if not f then return false end
+  local any = f:read("*l") ~= nil
+  f:close()
+  return any
+end
+
+-- A listener on an ephemeral port, a client connection to it, and the
+-- server side of that connection (inside an actor).
+local PAIR = [[
+  local tycho = require "tycho"
+  local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+  local _, port = l:getsockname()
+  local c = assert(tycho.tcp.connect("127.0.0.1", port))
+  local s = assert(l:accept(5))
+  return l, c, s, port
+]]
+
+for _, io in ipairs{ "uring", "epoll" } do
+  local available = io == "epoll" or core._io_available("uring")
+  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+
+  describe("tcp with " .. io, function()
+    teardown(function() tycho.config{ io = "auto" } end)
+
+    it("runs on the backend it was given", function()
+      assert.equal(BACKENDS[io], run(io, function()
+        return require("tycho").tcp.backend()
+      end))
+    end)
+
+    describe("listen", function()
+      it("binds an ephemeral port and reports it", function()
+        local host, port, str = run(io, function()
+          local tycho = require "tycho"
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0, backlog = 16 })
+          local host, port = l:getsockname()
+          local s = tostring(l)
+          assert(l:close())
+          assert(tostring(l) == "tcp listener (closed)")
+          return host, port, s
+        end)
+        assert.equal("127.0.0.1", host)
+        assert.is_true(port > 0 and port < 65536)
+        assert.equal(("tcp listener (127.0.0.1:%d)"):format(port), str)
+      end)
+
+      it("takes localhost, * and IPv6 hosts", function()
+        local r = run(io, function(v6)
+          local tycho = require "tycho"
+          local out = {}
+          for _, h in ipairs{ "localhost", "*", v6 and "::1" or nil } do
+            local l = assert(tycho.tcp.listen{ host = h, port = 0 })
+            local _, port = l:getsockname()
+            local c = assert(tycho.tcp.connect(h == "*" and "127.0.0.1" or h, port))
+            local s = assert(l:accept(5))
+            assert(c:write("via " .. h .. "\n"))
+            out[#out + 1] = s:read()
+            c:close(); s:close(); l:close()
+          end
+          return out
+        end, has_ipv6())
+        assert.same("via localhost", r[1])
+        assert.same("via *", r[2])
+        if has_ipv6() then assert.same("via ::1", r[3]) end
+      end)
+
+      it("says addrinuse for a port that is taken", function()
+        local a, b = run(io, function()
+          local tycho = require "tycho"
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+          local _, port = l:getsockname()
+          local x, err = tycho.tcp.listen{ host = "127.0.0.1", port = port }
+          l:close()
+          -- Closed: the port is free again.
+          local again = assert(tycho.tcp.listen{ host = "127.0.0.1", port = port })
+          again:close()
+          return x, err
+        end)
+        assert.is_nil(a)
+        assert.equal("addrinuse", b)
+      end)
+
+      it("says badhost for a name it cannot resolve yet", function()
+        local a, b = run(io, function()
+          return require("tycho").tcp.listen{ host = "no.such.host.example", port = 0 }
+        end)
+        assert.is_nil(a)
+        assert.equal("badhost", b)
+      end)
+
+      it("raises on misuse", function()
+        assert.has_error(function()
+          run(io, function() require("tycho").tcp.listen{ host = "127.0.0.1" } end)
+        end)
+        assert.has_error(function()
+          run(io, function() require("tycho").tcp.listen{ port = 70000 } end)
+        end)
+        assert.has_error(function() tycho.tcp.listen{ port = 0 } end,
+          "tycho.tcp.listen must be called from inside an actor (start one with tycho.run)")
+      end)
+    end)
+
+    describe("connect", function()
+      it("says refused when nobody listens", function()
+        local a, b = run(io, function()
+          local tycho = require "tycho"
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+          local _, port = l:getsockname()
+          l:close()
+          return tycho.tcp.connect("127.0.0.1", port)
+        end)
+        assert.is_nil(a)
+        assert.equal("refused", b)
+      end)
+
+      it("says badhost for a host it cannot resolve yet", function()
+        local a, b = run(io, function()
+          return require("tycho").tcp.connect("no.such.host.example", 80)
+        end)
+        assert.is_nil(a)
+        assert.equal("badhost", b)
+      end)
+
+      it("times out when the listener's backlog is full", function()
+        local err, took = run(io, function()
+          local tycho = require "tycho"
+          -- Nobody accepts: past backlog + 1 the kernel drops the SYNs.
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0, backlog = 1 })
+          local _, port = l:getsockname()
+          local held = {}
+          for _ = 1, 20 do
+            local t0 = tycho.now()
+            local c, err = tycho.tcp.connect("127.0.0.1", port, 0.2)
+            if not c then return err, tycho.now() - t0 end
+            held[#held + 1] = c
+          end
+          return "never timed out"
+        end)
+        assert.equal("timeout", err)
+        assert.is_true(took >= 0.19 and took < 2)
+      end)
+
+      it("says unreachable or timeout for an address nobody routes", function()
+        local a, b = run(io, function()
+          local c, err = require("tycho").tcp.connect("240.0.0.1", 9, 0.2)
+          if c then -- some sandboxes answer for every address
+            c:close()
+            return "connected"
+          end
+          return c, err
+        end)
+        if a ~= "connected" then
+          assert.is_nil(a)
+          assert.is_truthy(b == "unreachable" or b == "timeout")
+        end
+      end)
+
+      it("raises outside an actor and on a bad port", function()
+        assert.has_error(function() tycho.tcp.connect("127.0.0.1", 80) end)
+        assert.has_error(function()
+          run(io, function() require("tycho").tcp.connect("127.0.0.1", -1) end)
+        end)
+      end)
+    end)
+
+    describe("read and write", function()
+      it("moves bytes both ways, every byte value", function()
+        local ok, peer, me = run(io, function(pair)
+          local l, c, s, port = loadstring(pair)()
+          local all = {}
+          for i = 0, 255 do all[#all + 1] = string.char(i) end
+          local blob = table.concat(all):rep(1000)
+          assert(c:write(blob))
+          assert(s:read(#blob) == blob)
+          assert(s:write("pong", "!", "\n")) -- several strings, one write
+          assert(c:read("*l") == "pong!")
+          local host, p = c:getpeername()
+          return p == port, host, select(2, s:getpeername())
+        end, PAIR)
+        assert.is_true(ok)
+        assert.equal("127.0.0.1", peer)
+        assert.is_true(me > 0)
+      end)
+
+      it("reads lines without their CR LF, then the rest at close", function()
+        local r = run(io, function(pair)
+          local l, c, s = loadstring(pair)()
+          assert(c:write("one\r\ntwo\n\nthree"))
+          c:close()
+          local out = {}
+          for _ = 1, 4 do out[#out + 1] = { s:read("*l") } end
+          out[#out + 1] = { s:read("*l") }
+          return out
+        end, PAIR)
+        assert.same({ "one" }, r[1])
+        assert.same({ "two" }, r[2])
+        assert.same({ "" }, r[3])
+        assert.same({ nil, "closed", "three" }, r[4])
+        assert.same({ nil, "closed", "" }, r[5])
+      end)
+
+      it("reads *a until the peer closes", function()
+        local got, again = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          tycho.spawn(function(c)
+            for i = 1, 100 do assert(c:write(("%d,"):format(i))) end
+            c:close()
+          end, c)
+          return s:read("*a"), { s:read("*a") }
+        end, PAIR)
+        local want = {}
+        for i = 1, 100 do want[#want + 1] = ("%d,"):format(i) end
+        assert.equal(table.concat(want), got)
+        assert.same({ "" }, again)
+      end)
+
+      it("reads n bytes across many small writes, and read_some", function()
+        local a, b, c2, d = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          tycho.spawn(function(c)
+            local tycho = require "tycho"
+            for i = 1, 10 do
+              assert(c:write(tostring(i % 10)))
+              tycho.sleep(0.002)
+            end
+            assert(c:write("xyz"))
+            c:close()
+          end, c)
+          local a = s:read(10)
+          local b = s:read_some(2)
+          local c2 = s:read_some(100)
+          return a, b, c2, { s:read_some(100) }
+        end, PAIR)
+        assert.equal("1234567890", a)
+        assert.equal("xy", b)
+        assert.equal("z", c2)
+        assert.same({ nil, "closed" }, d)
+      end)
+
+      it("returns the partial data with a read timeout", function()
+        local r = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          assert(c:write("abc"))
+          local t0 = tycho.now()
+          local a, err, partial = s:read(10, 0.05)
+          local took = tycho.now() - t0
+          local z = { s:read(1, 0) }
+          assert(s:settimeouts(nil, nil, 0.03))
+          local y = { s:read() }
+          local x = { s:read_some(10, 0) }
+          return { a, err, partial, took, z, y, x }
+        end, PAIR)
+        assert.is_nil(r[1])
+        assert.equal("timeout", r[2])
+        assert.equal("abc", r[3])
+        assert.is_true(r[4] >= 0.049 and r[4] < 1)
+        assert.same({ nil, "timeout", "" }, r[5])
+        assert.same({ nil, "timeout", "" }, r[6])
+        assert.same({ nil, "timeout" }, r[7])
+      end)
+
+      it("says closed after close, on both ends", function()
+        local r = run(io, function(pair)
+          local l, c, s = loadstring(pair)()
+          assert(c:write("bye"))
+          c:close()
+          return { { c:read(1) }, { c:write("x") }, { c:read_some(1) },
+                   { s:read(10) }, tostring(c), { c:getpeername() },
+                   { c:settimeouts(1, 1, 1) }, c:close() }
+        end, PAIR)
+        assert.same({ nil, "closed", "" }, r[1])
+        assert.same({ nil, "closed" }, r[2])
+        assert.same({ nil, "closed" }, r[3])
+        assert.same({ nil, "closed", "bye" }, r[4])
+        assert.equal("tcp connection (closed)", r[5])
+        assert.same({ nil, "closed" }, r[6])
+        assert.same({ nil, "closed" }, r[7])
+        assert.is_true(r[8])
+      end)
+
+      it("says reset when the peer aborts, closed or reset on write", function()
+        local a, werr = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          assert(c:write("unread"))
+          tycho.sleep(0.02)
+          s:close() -- with unread bytes: the kernel answers with a reset
+          local a = { c:read() }
+          local werr
+          for _ = 1, 100 do
+            local ok, err = c:write(("x"):rep(1000))
+            if not ok then werr = err break end
+            tycho.sleep(0.001)
+          end
+          return a, werr
+        end, PAIR)
+        assert.same({ nil, "reset", "" }, a)
+        assert.is_truthy(werr == "closed" or werr == "reset")
+      end)
+
+      it("write fails with closed or reset once the peer is gone", function()
+        local werr = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          s:close()
+          for _ = 1, 100 do
+            local ok, err = c:write(("x"):rep(1000))
+            if not ok then return err end
+            tycho.sleep(0.001)
+          end
+        end, PAIR)
+        assert.is_truthy(werr == "closed" or werr == "reset")
+      end)
+
+      it("says busy to a second reader of the same connection", function()
+        local r = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          local me = tycho.self()
+          tycho.fork(function(s, me)
+            local tycho = require "tycho"
+            tycho.send(me, s:read())
+          end, s, me)
+          tycho.sleep(0.02) -- the fork is waiting in read
+          local busy = { s:read(1, 0) }
+          assert(c:write("hi\n"))
+          return busy, tycho.recv(5)
+        end, PAIR)
+        assert.same({ nil, "busy" }, r)
+      end)
+
+      it("raises on a bad read pattern or from a plain coroutine", function()
+        assert.has_error(function()
+          run(io, function(pair)
+            local l, c, s = loadstring(pair)()
+            s:read("*x")
+          end, PAIR)
+        end)
+        assert.has_error(function()
+          run(io, function(pair)
+            local l, c, s = loadstring(pair)()
+            local co = coroutine.wrap(function() return s:read(1) end)
+            co()
+          end, PAIR)
+        end)
+      end)
+    end)
+
+    describe("accept", function()
+      it("times out, and wakes with closed when the listener closes", function()
+        local a, b, took, c2, d = run(io, function()
+          local tycho = require "tycho"
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+          local t0 = tycho.now()
+          local a, b = l:accept(0.05)
+          local took = tycho.now() - t0
+          local me = tycho.self()
+          -- A copy of the listener on another worker waits in accept.
+          require("tycho.core")._spawn_at(2, function(l, me)
+            local tycho = require "tycho"
+            tycho.send(me, "waiting")
+            tycho.send(me, l:accept())
+          end, l, me)
+          assert(tycho.recv(5) == "waiting")
+          tycho.sleep(0.05)
+          l:close()
+          local c2, d = tycho.recv(5)
+          return a, b, took, c2, d
+        end)
+        assert.is_nil(a)
+        assert.equal("timeout", b)
+        assert.is_true(took >= 0.049 and took < 1)
+        assert.is_nil(c2)
+        assert.equal("closed", d)
+      end)
+
+      it("spreads connections over the workers' sockets", function()
+        local counts = run(io, function()
+          local tycho = require "tycho"
+          local core = require "tycho.core"
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+          local _, port = l:getsockname()
+          local me = tycho.self()
+          for w = 1, 2 do
+            core._spawn_at(w, function(l, me, w)
+              local tycho = require "tycho"
+              l:accept(0) -- opens this worker's socket before clients come
+              tycho.send(me, "ready")
+              local n = 0
+              while true do
+                local c, err = l:accept()
+                if not c then break end
+                n = n + 1
+                c:close()
+              end
+              tycho.send(me, w, n)
+            end, l, me, w)
+          end
+          assert(tycho.recv(5) == "ready" and tycho.recv(5) == "ready")
+          for _ = 1, 200 do
+            local c = assert(tycho.tcp.connect("127.0.0.1", port))
+            c:read(1) -- until the acceptor closed it
+            c:close()
+          end
+          l:close()
+          local counts = {}
+          for _ = 1, 2 do
+            local w, n = tycho.recv(5)
+            counts[w] = n
+          end
+          return counts
+        end)
+        assert.equal(200, counts[1] + counts[2])
+        assert.is_true(counts[1] > 0 and counts[2] > 0)
+      end)
+    end)
+
+    describe("ownership", function()
+      it("moves a connection to an actor on another worker, buffered bytes too", function()
+        local r = run(io, function(pair)
+          local tycho = require "tycho"
+          local core = require "tycho.core"
+          local l, c, s = loadstring(pair)()
+          assert(c:write("early bytes\n"))
+          assert(s:read(2) == "ea") -- the rest waits in s's buffer
+          local me = tycho.self()
+          local other = core._worker() == 1 and 2 or 1
+          local echo = core._spawn_at(other, function(me)
+            local tycho = require "tycho"
+            local s = tycho.recv()
+            tycho.send(me, s:read(), require("tycho.core")._worker())
+            while true do
+              local line = s:read()
+              if not line then break end
+              s:write(line, "\n")
+            end
+            tycho.send(me, "done")
+          end, me)
+          tycho.send(echo, s)
+          local rest, where = tycho.recv(5)
+          local gone = { s:read(1, 0) } -- our copy left with the move
+          assert(c:write("ping\n"))
+          local back = c:read()
+          c:close()
+          return { rest, where ~= core._worker(), gone, back, tycho.recv(5) }
+        end, PAIR)
+        assert.same({ "rly bytes", true, { nil, "closed", "" }, "ping", "done" }, r)
+      end)
+
+      it("refuses to send a connection that is being read", function()
+        assert.has_error(function()
+          run(io, function(pair)
+            local tycho = require "tycho"
+            local l, c, s = loadstring(pair)()
+            tycho.fork(function(s) s:read() end, s)
+            tycho.sleep(0.02)
+            tycho.send(tycho.self(), s)
+          end, PAIR)
+        end, nil)
+      end)
+
+      it("closes what a killed actor held; its peers read closed", function()
+        local r = run(io, function()
+          local tycho = require "tycho"
+          local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+          local _, port = l:getsockname()
+          local me = tycho.self()
+          local holder = tycho.spawn(function(port, me)
+            local tycho = require "tycho"
+            local conns = {}
+            for i = 1, 5 do conns[i] = assert(tycho.tcp.connect("127.0.0.1", port)) end
+            local own = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+            tycho.send(me, "ready", select(2, own:getsockname()))
+            conns[1]:read() -- killed while waiting here
+          end, port, me)
+          local peers = {}
+          for i = 1, 5 do peers[i] = assert(l:accept(5)) end
+          local what, own_port = tycho.recv(5)
+          assert(what == "ready")
+          tycho.sleep(0.02)
+          tycho.kill(holder)
+          local out = {}
+          for i = 1, 5 do out[i] = { peers[i]:read(1, 5) } end
+          out[6] = { tycho.tcp.connect("127.0.0.1", own_port) }
+          return out
+        end)
+        for i = 1, 5 do assert.same({ nil, "closed", "" }, r[i]) end
+        assert.same({ nil, "refused" }, r[6])
+      end)
+
+      it("closes the connections of an actor that fails", function()
+        local r = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          tycho.spawn(function(s) error("boom") end, s)
+          return { c:read(1, 5) }
+        end, PAIR)
+        assert.same({ nil, "closed", "" }, r)
+      end)
+
+      it("closes a connection nobody can reach any more", function()
+        local r = run(io, function(pair)
+          local l, c, s = loadstring(pair)()
+          s = nil
+          collectgarbage()
+          collectgarbage()
+          return { c:read(1, 5) }
+        end, PAIR)
+        assert.same({ nil, "closed", "" }, r)
+      end)
+
+      it("stops a listener when its creator dies", function()
+        local r = run(io, function()
+          local tycho = require "tycho"
+          local me = tycho.self()
+          local owner = tycho.spawn(function(me)
+            local tycho = require "tycho"
+            local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+            tycho.send(me, l, select(2, l:getsockname()))
+            tycho.recv()
+          end, me)
+          local l, port = tycho.recv(5)
+          local c = assert(tycho.tcp.connect("127.0.0.1", port))
+          local s = assert(l:accept(5)) -- a shared copy accepts too
+          tycho.kill(owner)
+          tycho.sleep(0.05)
+          return { { l:accept(1) }, { tycho.tcp.connect("127.0.0.1", port) },
+                   s:write("still mine") }
+        end)
+        assert.same({ { nil, "closed" }, { nil, "refused" }, true }, r)
+      end)
+    end)
+
+    describe("flow control", function()
+      it("a large write to a slow reader finishes without blocking the worker", function()
+        local r = run(io, function(pair)
+          local tycho = require "tycho"
+          local core = require "tycho.core"
+          local l, c, s = loadstring(pair)()
+          local me = tycho.self()
+          local other = core._worker() == 1 and 2 or 1
+          -- The slow reader, on the other worker: 64 KiB every 2 ms, so
+          -- 16 MiB take longer than the kernel's buffers can hide.
+          core._spawn_at(other, function(c, me, size)
+            local tycho = require "tycho"
+            local sum, n = 0, 0
+            while n < size do
+              local chunk = assert(c:read(math.min(65536, size - n)))
+              for i = 1, #chunk, 97 do sum = sum + chunk:byte(i) end
+              n = n + #chunk
+              tycho.sleep(0.002)
+            end
+            tycho.send(me, "read", n, sum)
+          end, c, me, 16 * 2 ^ 20)
+          -- A ticker on this worker counts while we write.
+          local ticker = core._spawn_at(core._worker(), function(me)
+            local tycho = require "tycho"
+            local n = 0
+            while not tycho.recv(0.001) do n = n + 1 end
+            tycho.send(me, "ticks", n)
+          end, me)
+          local blob = {}
+          for i = 1, 16 * 2 ^ 20 / 64 do blob[i] = ("%063d\n"):format(i) end
+          blob = table.concat(blob)
+          local sum = 0
+          for i = 1, #blob, 97 do sum = sum + blob:byte(i) end
+          local t0 = tycho.now()
+          local ok = assert(s:write(blob))
+          local took = tycho.now() - t0
+          tycho.send(ticker, "stop")
+          local _, ticks = tycho.recv(5)
+          local what, n, got = tycho.recv(10)
+          return { ok, what, n == #blob, got == sum, ticks, took }
+        end, PAIR)
+        assert.is_true(r[1])
+        assert.equal("read", r[2])
+        assert.is_true(r[3])
+        assert.is_true(r[4])
+        -- The write waited for the reader (hundreds of ms); the ticker ran.
+        assert.is_true(r[6] > 0.05)
+        assert.is_true(r[5] >= 10)
+      end)
+
+      it("a write to a peer that never reads times out, and stays failed", function()
+        local r = run(io, function(pair)
+          local l, c, s = loadstring(pair)()
+          assert(s:settimeouts(nil, 0.1, nil))
+          local a, err, sent = s:write(("z"):rep(32 * 2 ^ 20))
+          local again = { s:write("more") }
+          return { a, err, sent > 0 and sent < 32 * 2 ^ 20, again }
+        end, PAIR)
+        assert.same({ nil, "timeout", true, { nil, "timeout", 0 } }, r)
+      end)
+
+      it("a reader that falls behind pushes back on the writer", function()
+        local r = run(io, function(pair)
+          local tycho = require "tycho"
+          local l, c, s = loadstring(pair)()
+          assert(s:read(1, 0) == nil) -- arms the receive
+          assert(c:settimeouts(nil, 0.3, nil))
+          local a, err, sent = c:write(("q"):rep(64 * 2 ^ 20))
+          -- Now read it all: the receive resumes as the buffer drains.
+          local n = 0
+          while true do
+            local chunk = s:read_some(2 ^ 20, 0.5)
+            if not chunk then break end
+            n = n + #chunk
+          end
+          return { a, err, sent < 64 * 2 ^ 20, n >= sent }
+        end, PAIR)
+        assert.same({ nil, "timeout", true, true }, r)
+      end)
+    end)
+
+    describe("echo at scale", function()
+      local N = 10000
+
+      it("10,000 concurrent connections to examples/echo.lua, every byte checked", function()
+        local soft, hard = core._set_nofile(N + 2000)
+        if soft < N + 200 then
+          pending(("needs %d descriptors, the limit here is %d"):format(N + 200, hard))
+          return
+        end
+        -- The server runs as its own process: both ends in one process would
+        -- need twice the descriptors.
+        local cmd = ("sh -c 'ulimit -n %d 2>/dev/null; echo $$; exec build/bin/tycho " ..
+          "--io %s examples/echo.lua 0' 2>&1"):format(hard, io)
+        local p = assert(_G.io.popen(cmd, "r"))
+        local pid = p:read("*l")
+        local line = p:read("*l") or ""
+        local port = tonumber(line:match("listening on 127%.0%.0%.1:(%d+)"))
+        local ok, r = pcall(run, io, function(port, n)
+          local tycho = require "tycho"
+          local me = tycho.self()
+          local clients = {}
+          for i = 1, n do
+            clients[i] = tycho.spawn(function(me, port, i)
+              local tycho = require "tycho"
+              local c, err = tycho.tcp.connect("127.0.0.1", port, 60)
+              if not c then return tycho.send(me, "fail", i, err) end
+              tycho.send(me, "up", i)
+              tycho.recv() -- all are connected: go
+              local msg = ("%d:%s\n"):format(i, string.char(33 + i % 90):rep(50 + i % 950))
+              local ok, err = c:write(msg)
+              local back, err2 = c:read(#msg, 60)
+              c:close()
+              tycho.send(me, back == msg and "ok" or "bad", i, err or err2)
+            end, me, port, i)
+          end
+          local up = 0
+          while up < n do
+            local what, i, err = tycho.recv(120)
+            if what ~= "up" then return { failed = i, err = what and err or "recv timeout", up = up } end
+            up = up + 1
+          end
+          for i = 1, n do tycho.send(clients[i], "go") end
+          local good = 0
+          for _ = 1, n do
+            local what, i, err = tycho.recv(120)
+            if what ~= "ok" then return { failed = i, err = err or what, good = good } end
+            good = good + 1
+          end
+          return { up = up, good = good }
+        end, port, N)
+        os.execute("kill " .. (pid or "0") .. " 2>/dev/null")
+        p:close()
+        assert(port, "the echo server did not start: " .. line)
+        assert(ok, r)
+        assert.same({ up = N, good = N }, r)
+      end)
+    end)
+  end)
+end
