@@ -22,7 +22,7 @@ LUA_LIBS    = -lluajit-5.1
 BUILD   ?= build
 SAN     ?=
 
-LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/codec.c core/lnet.c core/lpool.c core/ltcp.c
+LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/lfn.c core/codec.c core/lnet.c core/lpool.c core/ltcp.c
 MAIN_SRC  = core/main.c
 CORE_SRC  = $(filter-out $(LUA_SRC) $(MAIN_SRC),$(wildcard core/*.c))
 TEST_SRC  = $(wildcard core/test/*.c)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "ltycho.h"
 
 #define MAX_OWED 1024 /* unanswered calls remembered per actor */
@@ -70,19 +71,20 @@ bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
 }
 
 lt_actor *lt_actor_new(void) {
-  lt_actor *la = ty__xcalloc(1, sizeof *la);
+  lt_actor *la = ty__alloc(sizeof *la);
+  memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
   return la;
 }
 
 void lt_actor_free(lt_actor *la) {
-  free(la->spawn);
+  ty__free(la->spawn, la->spawn_len);
   free(la->links.v);
   free(la->monitors.v);
   free(la->owed);
   free(la->exit_reason);
-  free(la);
+  ty__free(la, sizeof *la);
 }
 
 /* ---- forks -------------------------------------------------------------- */
@@ -240,72 +242,6 @@ static void lt_worker_exit(ty_worker *w, void *ud) {
 
 /* ---- start -------------------------------------------------------------- */
 
-/* Replaces the string at the bottom of co's stack (bytecode, module name or
- * file name) with the actor's function. Returns 0 or pushes an error. */
-static int resolve_function(lt_worker *lw, lt_actor *la, lua_State *co) {
-  lua_State *L = lw->L;
-  size_t len;
-  const char *s = lua_tolstring(co, 1, &len);
-  if (la->fn_kind == LT_FN_BYTECODE) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->fncache_ref);
-    lua_pushvalue(co, 1);
-    lua_xmove(co, L, 1);
-    lua_rawget(L, -2);
-    if (lua_isnil(L, -1)) {
-      lua_pop(L, 1);
-      if (luaL_loadbuffer(L, s, len, "=spawned")) {
-        lua_xmove(L, co, 1);
-        lua_pop(L, 1);
-        return -1;
-      }
-      lua_pushvalue(co, 1);
-      lua_xmove(co, L, 1);
-      lua_pushvalue(L, -2);
-      lua_rawset(L, -4);
-    }
-    lua_xmove(L, co, 1);
-    lua_pop(L, 1);
-  } else if (la->fn_kind == LT_FN_MODULE) {
-    lua_getglobal(co, "require");
-    lua_pushvalue(co, 1);
-    if (lua_pcall(co, 1, 1, 0)) return -1;
-    if (!lua_isfunction(co, -1)) {
-      const char *got = luaL_typename(co, -1);
-      lua_pushfstring(co, "tycho.spawn: module '%s' returned %s, not the "
-                      "actor's function", s, got);
-      return -1;
-    }
-  }
-  lua_replace(co, 1);
-  return 0;
-}
-
-/* co holds function, {[i] = module name or true} or nil, args: sets upvalue
- * i of the function to require(name), or to the function itself (see
- * push_upvalue_modules in ltycho.c). */
-static int bind_upvalue_modules(lua_State *co) {
-  if (lua_isnil(co, 2)) return 0;
-  lua_pushnil(co);
-  while (lua_next(co, 2)) {
-    int i = (int)lua_tointeger(co, -2);
-    if (lua_type(co, -1) == LUA_TBOOLEAN) {
-      lua_pop(co, 1);
-      lua_pushvalue(co, 1);
-      lua_setupvalue(co, 1, i);
-      continue;
-    }
-    lua_getglobal(co, "require");
-    lua_insert(co, -2);
-    if (lua_pcall(co, 1, 1, 0)) {
-      lua_replace(co, 1);
-      lua_settop(co, 1);
-      return -1;
-    }
-    lua_setupvalue(co, 1, i);
-  }
-  return 0;
-}
-
 /* Pushes the function and arguments of a fork (LT_FN_REF) on co. The table
  * keeps its count in `n`: arguments may be nil. Returns nargs. */
 static int push_fork_function(lua_State *L, lt_actor *la, lua_State *co) {
@@ -332,25 +268,27 @@ static int start_actor(lt_actor *la) {
   la->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   if (la->fn_kind == LT_FN_REF) return push_fork_function(L, la, co);
   char err[256];
-  int n = ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
-  free(la->spawn);
-  la->spawn = NULL;
-  if (la->fn_kind == LT_FN_FILE) {
-    if (n < 1 || luaL_loadfile(co, lua_tostring(co, 1))) {
-      if (n < 1) lua_pushfstring(co, "tycho: bad main request (%s)", err);
+  if (la->fn_kind != LT_FN_FILE) {
+    if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) return -1;
+    int n = la->spawn_len
+                ? ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err)
+                : 0;
+    ty__free(la->spawn, la->spawn_len); /* no longer needed: keep actors small */
+    la->spawn = NULL;
+    la->spawn_len = 0;
+    if (n < 0) {
+      lua_pushfstring(co, "tycho.spawn: bad spawn request (%s)", err);
       return -1;
     }
-    lua_replace(co, 1);
-    return n - 1;
+    return n;
   }
-  if (n < 2) {
-    lua_pushfstring(co, "tycho.spawn: bad spawn request (%s)", err);
+  int n = ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
+  if (n < 1 || luaL_loadfile(co, lua_tostring(co, 1))) {
+    if (n < 1) lua_pushfstring(co, "tycho: bad main request (%s)", err);
     return -1;
   }
-  if (resolve_function(lw, la, co)) return -1;
-  if (bind_upvalue_modules(co)) return -1;
-  lua_remove(co, 2);
-  return n - 2;
+  lua_replace(co, 1);
+  return n - 1;
 }
 
 /* ---- the end of an actor ------------------------------------------------ */

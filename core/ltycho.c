@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "io.h"
+#include "alloc.h"
 #include "ltycho.h"
 
 lt_global lt_g = {.call_timeout = 5.0, .max_message = 64u << 20};
@@ -191,20 +192,8 @@ static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
              lua_tostring(L, -1), fname);
 }
 
-/* Pushes the bytecode of the function at idx, cached per worker state. On a
- * worker L is an actor's coroutine, which shares its state's registry. */
+/* Pushes the bytecode of the function at idx. */
 static void push_bytecode(lua_State *L, int idx) {
-  lt_worker *lw = lt_worker_get();
-  if (lw) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
-    lua_pushvalue(L, idx);
-    lua_rawget(L, -2);
-    if (!lua_isnil(L, -1)) {
-      lua_remove(L, -2);
-      return;
-    }
-    lua_pop(L, 2);
-  }
   ty__buf b;
   ty__buf_init(&b);
   lua_pushvalue(L, idx);
@@ -212,17 +201,49 @@ static void push_bytecode(lua_State *L, int idx) {
   lua_pop(L, 1);
   lua_pushlstring(L, b.data, b.len);
   ty__buf_free(&b);
+}
+
+/* The blob of the function at idx: (bytecode, upvalue map) encoded and
+ * interned (lfn.c). A worker remembers the blob of each function object it
+ * spawned (weak keys), so a function is checked and dumped once per worker
+ * and run; its upvalues are checked then, not at every spawn. */
+static lt_fn *function_blob(lua_State *L, int idx, const char *fname) {
+  lt_worker *lw = lt_worker_get();
   if (lw) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
     lua_pushvalue(L, idx);
-    lua_pushvalue(L, -3);
+    lua_rawget(L, -2);
+    lt_fn *f = lua_touserdata(L, -1);
+    lua_pop(L, 2);
+    if (f) return f;
+  }
+  int top = lua_gettop(L);
+  push_upvalue_modules(L, idx, fname);
+  push_bytecode(L, idx);
+  lua_insert(L, -2); /* bytecode, map */
+  ty__buf b;
+  ty__buf_init(&b);
+  char err[256];
+  int r = ty__codec_encode(L, top + 1, 2, &b, SIZE_MAX, err, sizeof err);
+  lua_settop(L, top);
+  if (r) {
+    ty__buf_free(&b);
+    luaL_error(L, "tycho.%s: %s", fname, err);
+  }
+  lt_fn *f = lt_fn_intern(LT_FN_BYTECODE, b.data, b.len);
+  ty__buf_free(&b);
+  if (lw) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+    lua_pushvalue(L, idx);
+    lua_pushlightuserdata(L, f);
     lua_rawset(L, -3);
     lua_pop(L, 1);
   }
+  return f;
 }
 
-/* Builds an lt_actor whose spawn payload is (function, upvalue modules,
- * args at first..top). */
+/* Builds an lt_actor that will run the function (or module) at fidx with
+ * the arguments at first..top, copied now. */
 static lt_actor *spawn_request(lua_State *L, int fidx, int first,
                                const char *fname) {
   int t = lua_type(L, fidx);
@@ -231,31 +252,37 @@ static lt_actor *spawn_request(lua_State *L, int fidx, int first,
                "name, got %s)", fname, luaL_typename(L, fidx));
   if (t == LUA_TSTRING && lua_objlen(L, fidx) == 0)
     luaL_error(L, "tycho.%s: empty module name", fname);
-  int top = lua_gettop(L); /* the arguments end here */
+  lt_fn *fn;
   if (t == LUA_TSTRING) {
-    lua_pushvalue(L, fidx);
-    lua_pushnil(L);
+    size_t n;
+    const char *name = lua_tolstring(L, fidx, &n);
+    fn = lt_fn_intern(LT_FN_MODULE, name, n);
   } else {
-    push_upvalue_modules(L, fidx, fname);
-    push_bytecode(L, fidx);
-    lua_insert(L, -2); /* bytecode, map */
+    fn = function_blob(L, fidx, fname);
   }
-  ty__buf b;
-  ty__buf_init(&b);
-  char err[256];
-  int r = ty__codec_encode(L, top + 1, 2, &b, SIZE_MAX, err, sizeof err);
-  if (r == 0 && top >= first)
-    r = ty__codec_encode(L, first, top - first + 1, &b, lt_g.max_message, err,
-                         sizeof err);
-  lua_settop(L, top);
-  if (r) {
-    ty__buf_free(&b);
-    luaL_error(L, "tycho.%s: %s", fname, err);
+  int top = lua_gettop(L);
+  char *args = NULL;
+  size_t len = 0;
+  if (top >= first) {
+    lt_worker *lw = lt_worker_get();
+    ty__buf local, *b = lw ? &lw->buf : &local;
+    if (lw) ty__buf_reset(b); else ty__buf_init(b);
+    char err[256];
+    if (ty__codec_encode(L, first, top - first + 1, b, lt_g.max_message, err,
+                         sizeof err)) {
+      if (!lw) ty__buf_free(b);
+      luaL_error(L, "tycho.%s: %s", fname, err);
+    }
+    len = b->len;
+    args = ty__alloc(len);
+    memcpy(args, b->data, len);
+    if (!lw) ty__buf_free(b);
   }
   lt_actor *la = lt_actor_new();
   la->fn_kind = t == LUA_TSTRING ? LT_FN_MODULE : LT_FN_BYTECODE;
-  la->spawn = b.data;
-  la->spawn_len = (uint32_t)b.len;
+  la->fn = fn;
+  la->spawn = args;
+  la->spawn_len = (uint32_t)len;
   return la;
 }
 
@@ -836,6 +863,7 @@ static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
   ty_runtime_stop(rt);
   lt_g.rt = NULL;
   ty_runtime_free(rt);
+  lt_fn_clear();
   lt_graves_close();
   lt_names_clear();
   bool ok = g_main.ok;
@@ -888,8 +916,10 @@ static int l_run_file(lua_State *L) {
     lt_actor_free(la);
     return luaL_error(L, "tycho: %s", err);
   }
-  la->spawn = b.data;
+  la->spawn = ty__alloc(b.len);
+  memcpy(la->spawn, b.data, b.len);
   la->spawn_len = (uint32_t)b.len;
+  ty__buf_free(&b);
   return run_main(L, &cfg, la);
 }
 

@@ -63,15 +63,18 @@ typedef struct lt_pids {
   uint32_t n, cap;
 } lt_pids;
 
+typedef struct lt_fn lt_fn;
+
 struct lt_actor {
   lua_State *co;
+  lt_fn *fn;       /* LT_FN_BYTECODE / LT_FN_MODULE: the shared function */
   int co_ref;  /* anchors co in the registry (LUA_NOREF before start) */
   uint8_t fn_kind;
   uint8_t wait;
   bool trap_exit;
   bool is_main;
   bool end_actor;  /* a fork called tycho.exit: its actor ends too */
-  char *spawn;     /* encoded (function, args...) until the start */
+  char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref;      /* LT_FN_REF: registry ref of a table {n=, f, args...} */
   uint64_t call_ref;
@@ -153,6 +156,14 @@ void lt_fork_attach(lt_actor *parent, lt_actor *fork);
 ty_msg *lt_take_msg(ty_actor *a);
 /* The main actor's outcome, for tycho.run. */
 void lt_main_done(bool ok, const char *data, size_t len);
+
+/* lfn.c: functions interned for spawning (see lfn.c). */
+lt_fn *lt_fn_intern(int kind, const char *bytes, size_t len);
+/* Pushes blob f's function on co, loading it on first use on `worker`;
+ * returns 0, or -1 with an error message pushed. */
+int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker);
+/* Frees every blob: after the runtime stopped. */
+void lt_fn_clear(void);
 
 /* lnames.c: the process-wide name table. */
 int lt_names_register(const char *name, ty_pid pid); /* 0 / -EEXIST */

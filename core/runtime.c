@@ -6,9 +6,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "runtime.h"
 
-#define MAX_WORKERS 64 /* the dirty-ring mask is one u64 */
 
 void ty__worker_note_blocked(ty_worker *w, unsigned to);
 static void send_node_from_thread(ty_runtime *rt, unsigned home, ty__node *n);
@@ -32,7 +32,7 @@ static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 static int check_config(ty_config *c) {
   if (c->workers == 0) c->workers = cpu_count();
-  if (c->workers > MAX_WORKERS) return -EINVAL;
+  if (c->workers > TY_MAX_WORKERS) return -EINVAL;
   if (!pow2(c->mesh_ring) || !pow2(c->spawnq_cap) ||
       c->spawnq_cap > TY__SPAWNQ_CAP || c->budget == 0)
     return -EINVAL;
@@ -149,7 +149,7 @@ int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
   uint32_t slot;
   ty__pident *e = take_slot(rt, w, &slot);
   if (!e) return -EAGAIN;
-  ty_actor *a = ty__xcalloc(1, sizeof *a);
+  ty_actor *a = ty__actor_alloc();
   a->type = TY__T_ACTOR;
   a->user = user;
   a->pid = ty__pidtab_claim(e, slot);
@@ -170,7 +170,7 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
   uint32_t slot;
   ty__pident *e = take_slot(rt, w, &slot);
   if (!e) return -EAGAIN;
-  ty_actor *a = ty__xcalloc(1, sizeof *a);
+  ty_actor *a = ty__actor_alloc();
   a->type = TY__T_ACTOR;
   a->user = user;
   a->pinned = true;
@@ -189,15 +189,24 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
 /* ---- messages ---------------------------------------------------------- */
 
 ty_msg *ty_msg_new(size_t len) {
-  ty_msg *m = ty__xmalloc(sizeof *m + len);
+  size_t size = ty__alloc_size(sizeof(ty_msg) + len);
+  ty_msg *m = ty__alloc(size);
   memset(m, 0, sizeof *m);
   m->type = TY__T_MSG;
   m->len = (uint32_t)len;
-  m->cap = (uint32_t)len;
+  m->cap = (uint32_t)(size - sizeof(ty_msg));
   return m;
 }
 
-void ty_msg_free(ty_msg *m) { free(m); }
+void ty_msg_free(ty_msg *m) { ty__free(m, sizeof(ty_msg) + m->cap); }
+
+ty_actor *ty__actor_alloc(void) {
+  ty_actor *a = ty__alloc(sizeof *a);
+  memset(a, 0, sizeof *a);
+  return a;
+}
+
+void ty__actor_free(ty_actor *a) { ty__free(a, sizeof *a); }
 
 /* The receiver has not started: queue on its entry under the lock bit. */
 static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
@@ -279,7 +288,7 @@ static void free_chain(ty_runtime *rt, ty__node *n) {
     if (((ty_actor *)n)->type == TY__T_ACTOR) {
       ty_actor *a = (ty_actor *)n;
       rt->ops.destroy(a, NULL, rt->ud);
-      free(a);
+      ty__actor_free(a);
     } else {
       ty_msg_free((ty_msg *)n);
     }

@@ -136,6 +136,8 @@ void ty__worker_ready(ty_worker *w, ty_actor *a);
 bool ty__worker_mesh_push(ty_worker *w, unsigned to, ty__node *n);
 
 /* runtime.c */
+ty_actor *ty__actor_alloc(void);
+void ty__actor_free(ty_actor *a);
 void ty__notify_parked(ty_runtime *rt);
 
 #endif

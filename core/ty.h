@@ -44,6 +44,7 @@ typedef uint64_t ty_pid;
 #define TY_PID_SLOT_BITS 26
 #define TY_PID_GEN_BITS 27
 #define TY_PID_MAX_SLOTS (1u << TY_PID_SLOT_BITS)
+#define TY_MAX_WORKERS 64
 
 typedef struct ty_runtime ty_runtime;
 typedef struct ty_worker ty_worker;

@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "io.h"
 #include "runtime.h"
 
@@ -375,7 +376,7 @@ static void finish_actor(ty_worker *w, ty_actor *a) {
   ty_msg *m;
   while ((m = ty_mbox_pop(a))) undeliverable(w, m);
   rt->ops.destroy(a, w, rt->ud);
-  free(a);
+  ty__actor_free(a);
   w->live--;
   TY__STAT_ADD(w, actors, (uint64_t)-1);
 }
@@ -739,6 +740,7 @@ void *ty__worker_main(void *arg) {
   ty_worker *w = arg;
   ty_runtime *rt = w->rt;
   tls_worker = w;
+  ty__alloc_thread_init();
   ty__wheel_init(&w->wheel, ty_runtime_now_ns(rt) / 1000000);
   w->batch_start_ns = ty_runtime_now_ns(rt);
   if (ty__io_new(w, w->wake_fd, rt->cfg.io, &w->io))
@@ -753,7 +755,7 @@ void *ty__worker_main(void *arg) {
     ty_actor *a = (ty_actor *)n;
     if (!a->started) {
       rt->ops.destroy(a, NULL, rt->ud);
-      free(a);
+      ty__actor_free(a);
     }
   }
   w->ready_len = 0;
@@ -762,6 +764,7 @@ void *ty__worker_main(void *arg) {
   if (rt->ops.worker_exit) rt->ops.worker_exit(w, rt->ud);
   ty__io_free(w->io);
   w->io = NULL;
+  ty__alloc_thread_exit();
   tls_worker = NULL;
   return NULL;
 }
