@@ -15,6 +15,7 @@
 
 #include "io.h"
 #include "alloc.h"
+#include "lpool.h"
 #include "ltycho.h"
 
 lt_global lt_g = {.call_timeout = 5.0, .max_message = 64u << 20};
@@ -713,6 +714,8 @@ static int l_stats(lua_State *L) {
 #undef SETT
   lua_pushnumber(L, n);
   lua_setfield(L, -2, "workers");
+  lt_pool_stats_push(L);
+  lua_setfield(L, -2, "pool");
   return 1;
 }
 
@@ -750,9 +753,10 @@ static int l_config(lua_State *L) {
                           "\"auto\"");
       free(lt_g.io);
       lt_g.io = strdup(io);
-    } else {
+    } else if (!lt_pool_config_field(L, k, -1)) {
       return luaL_error(L, "tycho.config: unknown option '%s' (known: workers, "
-                        "io, call_timeout, max_message)", k);
+                        "io, call_timeout, max_message, pool_max, pool_queue, "
+                        "pool_idle)", k);
     }
     lua_pop(L, 1);
   }

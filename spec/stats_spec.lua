@@ -81,4 +81,23 @@ describe("tycho.stats", function()
     assert.is_false(ok)
     assert.matches("not running", err, 1, true)
   end)
+  it("shows the blocking pool, sized through tycho.config", function()
+    local saved = tycho.pool_config()
+    tycho.config{ workers = 2, pool_max = 3, pool_queue = 16, pool_idle = 5 }
+    local s = tycho.run(function()
+      for i = 1, 6 do
+        local r = tycho.blocking(function(x) return x * 2 end, i)
+        if r ~= i * 2 then error("blocking returned " .. tostring(r)) end
+      end
+      return tycho.stats()
+    end)
+    assert.is_table(s.pool)
+    assert.is_true(s.pool.threads >= 1 and s.pool.threads <= 3)
+    assert.is_true(s.pool.completed >= 5) -- the last may lag a moment
+    assert.equal(0, s.pool.queued)
+    local ok, err = pcall(tycho.config, { pool_max = -1 })
+    assert.is_false(ok)
+    assert.matches("pool_max", err, 1, true)
+    tycho.pool_config(saved)
+  end)
 end)
