@@ -76,6 +76,7 @@ test: all
 	scripts/test.sh
 
 tsan:
+	TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp $$TSAN_OPTIONS" \
 	$(MAKE) BUILD=build-tsan CC=clang OPT=-O1 SAN="-fsanitize=thread" ctest \
 	  T="$(T)" TY_TEST_SCALE=10
 
