@@ -28,7 +28,7 @@ size_t ty__pidtab_take(ty__pidtab *t, uint32_t *out, size_t max) {
   pthread_mutex_lock(&t->free_lock);
   size_t n = t->ngfree < max ? t->ngfree : max;
   t->ngfree -= n;
-  memcpy(out, t->gfree + t->ngfree, n * sizeof *out);
+  if (n) memcpy(out, t->gfree + t->ngfree, n * sizeof *out);
   pthread_mutex_unlock(&t->free_lock);
   return n;
 }
