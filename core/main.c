@@ -56,8 +56,12 @@ static void set_paths(lua_State *L) {
   if (!slash) return;
   *slash = 0; /* exe is now the binary's directory */
   char probe[PATH_MAX + 64], path[3 * PATH_MAX + 256], cpath[PATH_MAX + 64];
+  /* An installed tree first (a rock tree may sit inside a checkout), then
+   * the source tree's lua/ when run as build/bin/tycho. */
+  snprintf(probe, sizeof probe, "%s/../share/lua/5.1/tycho/init.lua", exe);
+  bool installed = file_exists(probe);
   snprintf(probe, sizeof probe, "%s/../../lua/tycho/init.lua", exe);
-  if (file_exists(probe)) { /* build/bin/tycho in the source tree */
+  if (!installed && file_exists(probe)) {
     snprintf(path, sizeof path, "%s/../../lua/?.lua;%s/../../lua/?/init.lua;",
              exe, exe);
     snprintf(cpath, sizeof cpath, "%s/../lib/?.so;", exe);

@@ -84,6 +84,7 @@ struct ty_worker {
   uint32_t lifo_polls;
   uint32_t gq_interval;
   uint64_t tick;
+  uint32_t queue_turns; /* picks that got past the LIFO slot */
   uint64_t rng;
   ty__list ready;
   size_t ready_len;

@@ -530,8 +530,11 @@ static ty_actor *next_local(ty_worker *w) {
   ty_actor *a;
   if (w->tick % w->gq_interval == 0 && (a = pop_inject(w))) return a;
   /* Spawn requests get a turn too: a ready queue that never empties (actors
-   * yielding, steady traffic) must not keep new actors from starting. */
-  if ((w->tick & 15) == 8 && (a = (ty_actor *)ty__spawnq_pop(&w->spawnq)))
+   * yielding, a pair passing messages through the LIFO slot) must not keep
+   * new actors from starting. Counted in turns that reach the queues, which
+   * every (max_lifo_polls + 1)th poll does at least. */
+  if ((++w->queue_turns & 7) == 0 &&
+      (a = (ty_actor *)ty__spawnq_pop(&w->spawnq)))
     return a;
   if ((a = ready_pop(w))) return a;
   if ((a = (ty_actor *)ty__spawnq_pop(&w->spawnq))) return a;

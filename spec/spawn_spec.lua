@@ -232,4 +232,25 @@ describe("tycho.spawn", function()
     assert.equal("noproc", send_err)
     assert.same({ nil, "timeout" }, got)
   end)
+  it("starts a new actor while two others keep their worker busy", function()
+    tycho.config{ workers = 1 }
+    local got = tycho.run(function()
+      local function pinger()
+        while true do
+          local p = tycho.recv()
+          if p == "stop" then return end
+          tycho.send(p, tycho.self())
+        end
+      end
+      local a, b = tycho.spawn(pinger), tycho.spawn(pinger)
+      tycho.send(a, b)
+      tycho.sleep(0.02)
+      tycho.spawn(function(main) tycho.send(main, "started") end, tycho.self())
+      local r = tycho.recv(3)
+      tycho.kill(a)
+      tycho.kill(b)
+      return r
+    end)
+    assert.equal("started", got)
+  end)
 end)
