@@ -177,7 +177,7 @@ lt_worker *lt_worker_get(void) {
   return w ? ty_worker_data(w) : NULL;
 }
 
-static void set_paths(lua_State *L) {
+void lt_set_paths(lua_State *L) {
   lua_getglobal(L, "package");
   if (lt_g.path) {
     lua_pushstring(L, lt_g.path);
@@ -190,7 +190,7 @@ static void set_paths(lua_State *L) {
   /* This copy of the core answers require "tycho.core" in every state, so
    * the workers and the caller of tycho.run share one runtime. */
   lua_getfield(L, -1, "preload");
-  lua_pushcfunction(L, lt_g.opener);
+  lua_pushcfunction(L, lt_g.opener ? lt_g.opener : luaopen_tycho_core);
   lua_setfield(L, -2, "tycho.core");
   lua_pop(L, 2);
 }
@@ -222,7 +222,7 @@ static void lt_worker_init(ty_worker *w, void *ud) {
   lw->L = luaL_newstate();
   if (!lw->L) ty__die("cannot create a Lua state");
   luaL_openlibs(lw->L);
-  set_paths(lw->L);
+  lt_set_paths(lw->L);
   set_arg(lw->L);
   ty__buf_init(&lw->buf);
   lw->fncache_ref = new_weak_table(lw->L, NULL);

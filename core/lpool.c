@@ -187,25 +187,6 @@ static int new_ref_table(lua_State *L, const char *mode) {
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-/* The same package paths as the workers, and this copy of the core for
- * require "tycho.core": f may use the tycho module; its actor functions say
- * they need an actor, as there is none on a pool thread. */
-static void set_paths(lua_State *L) {
-  lua_getglobal(L, "package");
-  if (lt_g.path) {
-    lua_pushstring(L, lt_g.path);
-    lua_setfield(L, -2, "path");
-  }
-  if (lt_g.cpath) {
-    lua_pushstring(L, lt_g.cpath);
-    lua_setfield(L, -2, "cpath");
-  }
-  lua_getfield(L, -1, "preload");
-  lua_pushcfunction(L, lt_g.opener ? lt_g.opener : luaopen_tycho_core);
-  lua_setfield(L, -2, "tycho.core");
-  lua_pop(L, 2);
-}
-
 static lp_thread *thread_state(void) {
   lp_thread *t = ty_pool_state();
   if (t) return t;
@@ -213,7 +194,9 @@ static lp_thread *thread_state(void) {
   t->L = luaL_newstate();
   if (!t->L) ty__die("cannot create a Lua state for a pool thread");
   luaL_openlibs(t->L);
-  set_paths(t->L);
+  /* The workers' package paths and this copy of the core: f may use the
+   * tycho module; its actor functions say they need an actor. */
+  lt_set_paths(t->L);
   t->fncache_ref = new_ref_table(t->L, "v");
   if (luaL_loadbuffer(t->L, resolver_src, sizeof resolver_src - 1,
                       "=tycho.blocking"))

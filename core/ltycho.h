@@ -121,6 +121,9 @@ typedef struct lt_global {
 extern lt_global lt_g;
 
 /* lactor.c */
+/* Gives L the package paths captured by tycho.run and makes require
+ * "tycho.core" answer with this copy of the core (worker and pool states). */
+void lt_set_paths(lua_State *L);
 extern const ty_actor_ops lt_ops;
 lt_actor *lt_actor_new(void);
 void lt_actor_free(lt_actor *la);

@@ -143,17 +143,31 @@ static ty__pident *take_slot(ty_runtime *rt, ty_worker *w, uint32_t *slot) {
   return ty__pidtab_bump(&rt->pids, slot);
 }
 
-int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
+/* The calling thread's worker in rt, or NULL. */
+static ty_worker *worker_of(ty_runtime *rt) {
   ty_worker *w = ty_worker_current();
-  if (w && w->rt != rt) w = NULL;
+  return w && w->rt == rt ? w : NULL;
+}
+
+/* A new spawn request with a fresh pid, not placed yet; NULL when the pid
+ * table is full. */
+static ty_actor *new_request(ty_runtime *rt, ty_worker *w, void *user,
+                             ty_pid *out) {
   uint32_t slot;
   ty__pident *e = take_slot(rt, w, &slot);
-  if (!e) return -EAGAIN;
+  if (!e) return NULL;
   ty_actor *a = ty__actor_alloc();
   a->type = TY__T_ACTOR;
   a->user = user;
   a->pid = ty__pidtab_claim(e, slot);
   if (out) *out = a->pid;
+  return a;
+}
+
+int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
+  ty_worker *w = worker_of(rt);
+  ty_actor *a = new_request(rt, w, user, out);
+  if (!a) return -EAGAIN;
   if (w) {
     ty__worker_place(w, a);
   } else {
@@ -165,17 +179,10 @@ int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
 
 int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
   if (worker >= rt->n) return -EINVAL;
-  ty_worker *w = ty_worker_current();
-  if (w && w->rt != rt) w = NULL;
-  uint32_t slot;
-  ty__pident *e = take_slot(rt, w, &slot);
-  if (!e) return -EAGAIN;
-  ty_actor *a = ty__actor_alloc();
-  a->type = TY__T_ACTOR;
-  a->user = user;
+  ty_worker *w = worker_of(rt);
+  ty_actor *a = new_request(rt, w, user, out);
+  if (!a) return -EAGAIN;
   a->pinned = true;
-  a->pid = ty__pidtab_claim(e, slot);
-  if (out) *out = a->pid;
   if (w && w->id == worker) {
     ty__worker_ready(w, a);
   } else if (w) {
@@ -242,8 +249,7 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
   ty__pident *e;
   uint64_t word = ty__pidtab_lookup(&rt->pids, m->to, &e);
   if (!word) return -ESRCH;
-  ty_worker *w = ty_worker_current();
-  if (w && w->rt != rt) w = NULL;
+  ty_worker *w = worker_of(rt);
   if (w && w->current) m->from = m->from ? m->from : w->current->pid;
   for (;;) {
     if (ty__w_gen(word) != ty__pid_gen(m->to) ||
