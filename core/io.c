@@ -45,7 +45,8 @@ int ty__io_new_ex(ty_worker *w, int wake_fd, int kind, const ty__io_opts *opts,
   kind = resolve(kind);
   if (kind == TY_IO_EPOLL) return ty__io_epoll_new(wake_fd, &o, out);
   if (kind != TY_IO_URING) return -EINVAL;
-  int err = ty__io_uring_usable() ? ty__io_uring_new(wake_fd, &o, out) : -ENOSYS;
+  int err = -ENOSYS;
+  if (ty__io_uring_usable()) err = ty__io_uring_new(wake_fd, &o, out);
   if (err == 0) return 0;
   if (forced) {
     fprintf(stderr, "tycho: the io_uring backend was asked for (--io uring or "

@@ -43,7 +43,13 @@ typedef struct ty__io_op ty__io_op;
 enum { TY_IO_AUTO = 0, TY_IO_URING = 1, TY_IO_EPOLL = 2 };
 
 /* Op kinds and states (backend-private, but visible for the inline helpers). */
-enum { TY__IO_ACCEPT = 1, TY__IO_RECV, TY__IO_SEND, TY__IO_CONNECT, TY__IO_WAKE };
+enum {
+  TY__IO_ACCEPT = 1,
+  TY__IO_RECV,
+  TY__IO_SEND,
+  TY__IO_CONNECT,
+  TY__IO_WAKE /* io_uring: the eventfd read */
+};
 enum { TY__IO_IDLE = 0, TY__IO_ARMED, TY__IO_CANCELLING };
 
 /*
@@ -77,7 +83,7 @@ typedef struct ty__io_opts {
                         per call, times 16) */
 } ty__io_opts;
 
-/* Counters of one backend, for tests and tycho.stats. */
+/* Counters of one backend (tests read them; tycho.stats could). */
 typedef struct ty__io_stats {
   uint64_t enters;      /* system calls that submit or wait */
   uint64_t completions; /* callbacks run */

@@ -57,7 +57,7 @@ typedef struct epoll_io {
   bool closing;
 } epoll_io;
 
-/* ---- records and the run list -------------------------------------------- */
+/* ---- records and the run list ------------------------------------------ */
 
 static fdrec *rec_of(epoll_io *e, int fd) {
   if (fd >= e->nfds) {
@@ -107,7 +107,7 @@ static void finish(epoll_io *e, ty__io_op *op, int res, const char *data) {
   op->cb(op, res, data);
 }
 
-/* ---- attempts: the system call behind each kind --------------------------- */
+/* ---- attempts: the system call behind each kind ------------------------ */
 
 static void clear_ready(epoll_io *e, int fd, uint8_t bit) {
   e->fds[fd].ready &= (uint8_t)~bit;
@@ -220,7 +220,7 @@ static int run_list(epoll_io *e) {
   return n;
 }
 
-/* ---- waiting ---------------------------------------------------------------- */
+/* ---- waiting ----------------------------------------------------------- */
 
 static void drain_wake(epoll_io *e) {
   uint64_t v;
@@ -262,7 +262,7 @@ static int e_wait(ty__io *io, int64_t timeout_ns) {
   return n + run_list(e);
 }
 
-/* ---- operations ------------------------------------------------------------- */
+/* ---- operations -------------------------------------------------------- */
 
 static int watch(epoll_io *e, int fd) {
   struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,

@@ -61,7 +61,7 @@ typedef struct uring_io {
   bool skip_cqe;       /* IOSQE_CQE_SKIP_SUCCESS works */
 } uring_io;
 
-/* ---- probing ------------------------------------------------------------ */
+/* ---- probing ----------------------------------------------------------- */
 
 static pthread_once_t g_probe_once = PTHREAD_ONCE_INIT;
 static unsigned g_flags; /* setup flags the kernel accepted */
@@ -131,7 +131,7 @@ bool ty__io_uring_usable(void) {
   return g_usable;
 }
 
-/* ---- submission --------------------------------------------------------- */
+/* ---- submission -------------------------------------------------------- */
 
 static struct io_uring_sqe *try_sqe(uring_io *u) {
   struct io_uring_sqe *s = io_uring_get_sqe(&u->ring);
@@ -205,7 +205,7 @@ static int arm(ty__io *io, ty__io_op *op, int kind, int fd) {
   return 0;
 }
 
-/* ---- completion --------------------------------------------------------- */
+/* ---- completion -------------------------------------------------------- */
 
 /* Ends op and runs its final callback. */
 static void finish(uring_io *u, ty__io_op *op, int res, const char *data) {
@@ -252,8 +252,9 @@ static void on_cqe(uring_io *u, uint64_t data, int res, unsigned flags) {
     wake_done(u, res);
     return;
   }
-  int bid = flags & IORING_CQE_F_BUFFER ? (int)(flags >> IORING_CQE_BUFFER_SHIFT)
-                                        : -1;
+  int bid = -1;
+  if (flags & IORING_CQE_F_BUFFER)
+    bid = (int)(flags >> IORING_CQE_BUFFER_SHIFT);
   const char *buf = bid >= 0 ? u->bufs + (size_t)bid * u->buf_size : NULL;
   if (!(flags & IORING_CQE_F_MORE)) {
     if (!keep_armed(u, op, res)) {
@@ -322,7 +323,7 @@ static int flush_pending(uring_io *u) {
   return n;
 }
 
-/* ---- waiting ------------------------------------------------------------ */
+/* ---- waiting ----------------------------------------------------------- */
 
 static void enter_wait(uring_io *u, int64_t timeout_ns) {
   struct __kernel_timespec ts, *tsp = NULL;
@@ -353,7 +354,7 @@ static int u_wait(ty__io *io, int64_t timeout_ns) {
   return n;
 }
 
-/* ---- operations --------------------------------------------------------- */
+/* ---- operations -------------------------------------------------------- */
 
 static int u_accept(ty__io *io, ty__io_op *op, int fd) {
   return arm(io, op, TY__IO_ACCEPT, fd);
@@ -436,7 +437,7 @@ static const ty__io_vt uring_vt = {
     .free = u_free,
 };
 
-/* ---- setup -------------------------------------------------------------- */
+/* ---- setup ------------------------------------------------------------- */
 
 static int setup_bufs(uring_io *u, const ty__io_opts *o) {
   if (o->nbufs == 0 || (o->nbufs & (o->nbufs - 1)) || o->nbufs > 32768)

@@ -22,7 +22,7 @@
 #include "codec.h"
 #include "ltcp.h"
 
-/* ---- error tokens ---------------------------------------------------------- */
+/* ---- error tokens ------------------------------------------------------ */
 
 /* Anything not listed: the errno's name, lower case, without the E. */
 static const char *errno_word(int e) {
@@ -63,7 +63,7 @@ int lt_net_fail(lua_State *L, const char *token) {
   return 2;
 }
 
-/* ---- arguments --------------------------------------------------------------- */
+/* ---- arguments --------------------------------------------------------- */
 
 int lt_net_addr(const char *host, int port, struct sockaddr_storage *ss,
                 socklen_t *len) {
@@ -160,7 +160,7 @@ void lt_net_metatable(lua_State *L, const char *name, const luaL_Reg *methods,
   lua_setfield(L, -2, "__metatable");
 }
 
-/* ---- the transit table --------------------------------------------------------- */
+/* ---- the transit table ------------------------------------------------- */
 
 #define TR_BUCKETS 1024
 
@@ -257,19 +257,30 @@ static void count_state(lua_State *L) {
   atomic_fetch_add_explicit(&g_states, 1, memory_order_relaxed);
 }
 
-/* ---- module ------------------------------------------------------------------------ */
+void lt_net_discard(lua_State *L, const char *data, size_t len) {
+  if (!len || !memchr(data, 0x07, len)) return; /* no handle tag at all */
+  int top = lua_gettop(L);
+  lt_tcp_discarding = true;
+  ty__codec_decode(L, data, len, NULL, 0);
+  lt_tcp_discarding = false;
+  lua_settop(L, top);
+}
+
+/* ---- module ------------------------------------------------------------ */
 
 /* _set_nofile(n): raises the soft RLIMIT_NOFILE to n (at most the hard
  * limit); returns the soft and hard limits now in force. */
 static int l_set_nofile(lua_State *L) {
   lua_Number n = luaL_checknumber(L, 1);
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl)) return lt_net_fail(L, lt_net_errtok(errno));
+  if (getrlimit(RLIMIT_NOFILE, &rl))
+    return lt_net_fail(L, lt_net_errtok(errno));
   rlim_t want = n < 0 ? 0 : (rlim_t)n;
   if (want > rl.rlim_max) want = rl.rlim_max;
   if (want > rl.rlim_cur) {
     rl.rlim_cur = want;
-    if (setrlimit(RLIMIT_NOFILE, &rl)) return lt_net_fail(L, lt_net_errtok(errno));
+    if (setrlimit(RLIMIT_NOFILE, &rl))
+      return lt_net_fail(L, lt_net_errtok(errno));
   }
   lua_pushnumber(L, (lua_Number)rl.rlim_cur);
   lua_pushnumber(L, (lua_Number)rl.rlim_max);
@@ -280,9 +291,11 @@ static int l_set_nofile(lua_State *L) {
  * "epoll"; "auto" answers with the backend auto would pick)? */
 static int l_io_available(lua_State *L) {
   int kind = ty__io_kind_parse(luaL_optstring(L, 1, "auto"));
-  if (kind < 0) return luaL_error(L, "_io_available: \"uring\", \"epoll\" or \"auto\"");
+  if (kind < 0)
+    return luaL_error(L, "_io_available: \"uring\", \"epoll\" or \"auto\"");
   int r = ty__io_available(kind);
-  if (kind == TY_IO_AUTO) lua_pushstring(L, r == TY_IO_URING ? "uring" : "epoll");
+  if (kind == TY_IO_AUTO)
+    lua_pushstring(L, r == TY_IO_URING ? "uring" : "epoll");
   else lua_pushboolean(L, r);
   return 1;
 }

@@ -26,20 +26,22 @@
  * say "closed"). The receiver's decode adopts it on its own worker. A
  * listener is shared instead: every copy refers to the same listener.
  *
- * Listening: a listener is one socket. Every worker on which an actor
- * accepts keeps its own multishot accept armed on it, with its own queue of
- * accepted descriptors and its own waiting actors: the kernel wakes every
- * armed accept and the first worker to run takes the connection, so
- * accepts spread over the workers and favour the idle ones. (One
- * SO_REUSEPORT socket per worker would spread by hash instead, and strand
- * connections hashed to a worker where nobody accepts.) Only the creator
- * closes the listener for everyone (close(), or its death): a shutdown
- * ends each worker's accept op on its own worker, where the waiters then
- * hear "closed".
+ * Listening: a listener is one socket, shared by every actor that holds a
+ * copy. Each worker on which an actor accepts keeps a multishot accept
+ * armed on it; each accepted descriptor goes to the actor that has waited
+ * longest, on whatever worker (a nudge message wakes it there), or to a
+ * queue when nobody waits. So connections spread over the acceptors of
+ * every worker in turn, whichever worker's ring the kernel woke (it wakes
+ * only one: io_uring's accept polls are exclusive), and none is stranded
+ * on a worker where nobody accepts (as with one SO_REUSEPORT socket per
+ * worker, where the kernel picks the socket by hash). Only the creator
+ * closes the listener for everyone (close(), or its death): waiters hear
+ * "closed" and a shutdown ends each worker's accept op on its worker.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -47,13 +49,13 @@
 
 #define DEFAULT_TIMEOUT_NS (60 * (int64_t)1000000000)
 #define READ_HIGH (256 * 1024) /* buffered bytes that pause the recv */
-#define ACCEPT_QUEUE 64        /* accepted, untaken connections per worker */
+#define ACCEPT_QUEUE 64        /* accepted, untaken: pause accepting */
 #define DEFAULT_BACKLOG 511
 #define LT_EOF 1 /* rerr: the peer closed its side */
 
 enum { RM_COUNT = 0, RM_LINE, RM_ALL, RM_SOME };
 
-/* ---- connections: the C object --------------------------------------------- */
+/* ---- connections: the C object ----------------------------------------- */
 
 typedef struct lt_conn {
   lt_res res; /* in the owner's resources: first, for the cast back */
@@ -141,7 +143,7 @@ static lt_conn *conn_new(int fd, lt_actor *owner) {
   return c;
 }
 
-/* ---- connections: reading ----------------------------------------------------- */
+/* ---- connections: reading ---------------------------------------------- */
 
 static size_t avail(const lt_conn *c) { return c->r1 - c->r0; }
 
@@ -235,7 +237,7 @@ static void on_recv(ty__io_op *op, int res, const char *data) {
 
 /* Pushes the consumed bytes rb[r0..r0+n) and drops them from the buffer. */
 static void take(lua_State *L, lt_conn *c, size_t n, size_t skip) {
-  lua_pushlstring(L, c->rb + c->r0, n);
+  lua_pushlstring(L, c->rb ? c->rb + c->r0 : "", n); /* no buffer yet: "" */
   c->r0 += n + skip;
   if (c->r0 == c->r1) c->r0 = c->r1 = c->scan = 0;
 }
@@ -310,7 +312,7 @@ static void read_cancel(ty_actor *a, lt_actor *la) {
   conn_unref(c);
 }
 
-/* ---- connections: writing and connecting ------------------------------------------ */
+/* ---- connections: writing and connecting ------------------------------- */
 
 static void wake_writer(lt_conn *c) {
   if (c->writer) ty_actor_wake(c->writer);
@@ -325,7 +327,8 @@ static void on_write(ty__io_op *op, int res, const char *data) {
   } else if (res > 0) {
     c->woff += (size_t)res;
     if (c->woff < c->wlen && !c->closed && !c->werr) {
-      int err = ty__io_send(c->io, op, c->fd, c->wb + c->woff, c->wlen - c->woff);
+      int err =
+          ty__io_send(c->io, op, c->fd, c->wb + c->woff, c->wlen - c->woff);
       if (!err) return; /* the op's reference carries over */
       c->werr = err;
     }
@@ -377,7 +380,7 @@ static void write_cancel(ty_actor *a, lt_actor *la) {
   conn_unref(c);
 }
 
-/* ---- connections: Lua methods ----------------------------------------------------- */
+/* ---- connections: Lua methods ------------------------------------------ */
 
 static void push_conn(lua_State *L, lt_conn *c) {
   conn_ud *u = lua_newuserdata(L, sizeof *u);
@@ -612,7 +615,8 @@ static int l_conn_gc(lua_State *L) {
 
 static int l_conn_tostring(lua_State *L) {
   conn_ud *u = lua_touserdata(L, 1);
-  if (u->c && !u->c->closed) lua_pushfstring(L, "tcp connection (fd %d)", u->c->fd);
+  if (u->c && !u->c->closed)
+    lua_pushfstring(L, "tcp connection (fd %d)", u->c->fd);
   else lua_pushliteral(L, "tcp connection (closed)");
   return 1;
 }
@@ -627,7 +631,7 @@ static const luaL_Reg conn_methods[] = {
     {"getsockname", l_getsockname},
     {NULL, NULL}};
 
-/* ---- connect ------------------------------------------------------------------------ */
+/* ---- connect ----------------------------------------------------------- */
 
 static void set_nodelay(int fd) {
   int one = 1;
@@ -701,34 +705,41 @@ static int l_connect(lua_State *L) {
   return lt_yield_ext(L, "tcp.connect", connect_wake, c, tmo);
 }
 
-/* ---- listeners ----------------------------------------------------------------------- */
+/* ---- listeners --------------------------------------------------------- */
 
 typedef struct lt_listener lt_listener;
-typedef struct lt_waiter lt_waiter;
 
-/* One worker's part of a listener: only that worker touches it. */
+/* An actor waiting in accept. Listed (under the listener's mutex) until a
+ * connection is handed to it or it stops waiting; only its own worker
+ * frees it. */
+typedef struct lt_waiter {
+  struct lt_waiter *next, *prev;
+  bool listed;  /* under mu */
+  int fd;       /* handed over (under mu); -1: nothing yet */
+  ty_actor *a;  /* for its own worker */
+  ty_pid pid;   /* for the others: they nudge it */
+  unsigned worker;
+  lt_listener *l;
+} lt_waiter;
+
+/* One worker's accept op: only that worker touches it. */
 typedef struct lt_lslot {
   lt_listener *l;
-  ty__io_op op;    /* multishot accept; busy holds a listener reference */
-  int *q;          /* accepted, not taken: q[qh..qh+qn) mod qcap */
-  unsigned qh, qn, qcap;
-  int err;         /* the accept op ended with this: told to the next taker */
-  lt_waiter *wh;   /* actors waiting in accept, oldest first */
+  ty__io_op op; /* multishot accept; busy holds a listener reference */
 } lt_lslot;
 
-struct lt_waiter {
-  lt_waiter *next, *prev;
-  ty_actor *a;
-  lt_lslot *s;
-};
-
 struct lt_listener {
-  _Atomic int refs;    /* userdata, transit entries, busy ops, the owner */
-  _Atomic bool closed; /* set once, by the creator */
+  _Atomic int refs;    /* userdata, transit entries, busy ops, waiters, owner */
+  _Atomic bool closed; /* set once by the creator, under mu */
   int fd;              /* open until the last reference goes */
   struct sockaddr_storage addr; /* bound (the port resolved) */
   lt_res res;          /* in the creator's resources */
   lt_actor *owner;     /* the creator, until it closes it (its worker only) */
+  pthread_mutex_t mu;  /* guards q, err and the waiters */
+  int *q;              /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
+  unsigned qh, qn, qcap;
+  int err;             /* an accept op failed: told to the next taker */
+  lt_waiter *wh, *wt;  /* oldest first */
   unsigned n;
   lt_lslot slots[];    /* one per worker */
 };
@@ -743,26 +754,26 @@ static void lst_ref(lt_listener *l) {
   atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
 }
 
-static void slot_drain(lt_lslot *s) {
-  while (s->qn) {
-    close(s->q[s->qh]);
-    s->qh = (s->qh + 1) % s->qcap;
-    s->qn--;
+/* Closes what was accepted and never taken (under mu, or unshared). */
+static void q_drain(lt_listener *l) {
+  while (l->qn) {
+    close(l->q[l->qh]);
+    l->qh = (l->qh + 1) % l->qcap;
+    l->qn--;
   }
 }
 
-/* No op is busy (each holds a reference), so any thread may do this. */
+/* No op is busy and nobody waits (each holds a reference): any thread. */
 static void lst_destroy(lt_listener *l) {
-  for (unsigned i = 0; i < l->n; i++) {
-    slot_drain(&l->slots[i]);
-    free(l->slots[i].q);
-  }
+  q_drain(l);
+  free(l->q);
   close(l->fd);
+  pthread_mutex_destroy(&l->mu);
   free(l);
 }
 
 static void lst_unref(lt_listener *l) {
-  /* acq_rel: the last holder sees every slot's last writes before it frees. */
+  /* acq_rel: the last holder sees every other thread's writes first. */
   if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
     lst_destroy(l);
 }
@@ -772,57 +783,115 @@ static bool lst_closed(lt_listener *l) {
   return atomic_load_explicit(&l->closed, memory_order_acquire);
 }
 
-/* Queues an accepted descriptor (the queue grows: accepts that raced with
- * a pause are kept, not dropped). */
-static void q_push(lt_lslot *s, int fd) {
-  if (s->qn == s->qcap) {
-    unsigned cap = s->qcap ? s->qcap * 2 : ACCEPT_QUEUE;
+static void q_push(lt_listener *l, int fd) {
+  if (l->qn == l->qcap) {
+    unsigned cap = l->qcap ? l->qcap * 2 : ACCEPT_QUEUE;
     int *q = ty__xmalloc(cap * sizeof *q);
-    for (unsigned k = 0; k < s->qn; k++) q[k] = s->q[(s->qh + k) % s->qcap];
-    free(s->q);
-    s->q = q;
-    s->qh = 0;
-    s->qcap = cap;
+    for (unsigned k = 0; k < l->qn; k++) q[k] = l->q[(l->qh + k) % l->qcap];
+    free(l->q);
+    l->q = q;
+    l->qh = 0;
+    l->qcap = cap;
   }
-  s->q[(s->qh + s->qn++) % s->qcap] = fd;
+  l->q[(l->qh + l->qn++) % l->qcap] = fd;
 }
 
-static void wake_waiters(lt_lslot *s, unsigned count) {
-  for (lt_waiter *w = s->wh; w && count; w = w->next, count--)
-    ty_actor_wake(w->a);
+static void waiter_link(lt_listener *l, lt_waiter *w) {
+  w->next = NULL;
+  w->prev = l->wt;
+  if (l->wt) l->wt->next = w;
+  else l->wh = w;
+  l->wt = w;
+  w->listed = true;
 }
+
+static void waiter_unlink(lt_listener *l, lt_waiter *w) {
+  if (!w->listed) return;
+  if (w->prev) w->prev->next = w->next;
+  else l->wh = w->next;
+  if (w->next) w->next->prev = w->prev;
+  else l->wt = w->prev;
+  w->listed = false;
+}
+
+/* Wakes an actor waiting in an I/O call: directly on its own worker; from
+ * another worker with a nudge, a message that matches the LT_W_EXT wait
+ * (ref UINT64_MAX) and that recv drops should it come late. */
+static void wake_any(ty_actor *a, ty_pid pid, unsigned worker) {
+  if (worker == ty_worker_id(ty_worker_current())) {
+    ty_actor_wake(a);
+    return;
+  }
+  ty_msg *m = ty_msg_new(0);
+  m->to = pid;
+  m->kind = LT_NUDGE;
+  m->ref = UINT64_MAX;
+  if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+}
+
+/* Wakes every waiter (under mu); they find out why themselves. */
+static void wake_all(lt_listener *l) {
+  for (lt_waiter *w = l->wh; w; w = w->next) wake_any(w->a, w->pid, w->worker);
+}
+
+/* A new connection goes to the actor that has waited longest, on whatever
+ * worker, or to the queue. Returns the queue's length. */
+static unsigned hand(lt_listener *l, int fd) {
+  pthread_mutex_lock(&l->mu);
+  lt_waiter *w = l->wh;
+  if (lst_closed(l)) {
+    close(fd);
+  } else if (w) {
+    waiter_unlink(l, w);
+    w->fd = fd;
+    wake_any(w->a, w->pid, w->worker);
+  } else {
+    q_push(l, fd);
+  }
+  unsigned qn = l->qn;
+  pthread_mutex_unlock(&l->mu);
+  return qn;
+}
+
+static void slot_arm(lt_lslot *s);
 
 static void on_accept(ty__io_op *op, int res, const char *data) {
   (void)data;
   lt_lslot *s = op->ud;
   lt_listener *l = s->l;
-  if (res >= 0) {
-    if (lst_closed(l)) {
-      close(res);
-    } else {
-      q_push(s, res);
-      /* Nobody takes them: leave the rest in the kernel's backlog, where
-       * the other workers' accepts find them. */
-      if (s->qn >= ACCEPT_QUEUE && ty__io_op_armed(op))
-        ty__io_cancel(ty_worker_io(ty_worker_current()), op);
-    }
-    wake_waiters(s, s->qn);
-  }
+  /* Nobody takes them: leave the rest in the kernel's backlog. */
+  if (res >= 0 && hand(l, res) >= ACCEPT_QUEUE && ty__io_op_armed(op))
+    ty__io_cancel(ty_worker_io(ty_worker_current()), op);
   if (ty__io_op_busy(op)) return;
-  if (res < 0 && res != -ECANCELED && !lst_closed(l)) s->err = res;
-  if (lst_closed(l)) slot_drain(s);
-  wake_waiters(s, ~0u);
+  if (res == -ECANCELED) {
+    /* A pause ended. Takers that drained the queue meanwhile found the op
+     * busy and could not re-arm it: do it for them. */
+    slot_arm(s);
+  } else if (res < 0 && !lst_closed(l)) {
+    pthread_mutex_lock(&l->mu);
+    l->err = res; /* EMFILE and friends: the next accept reports it */
+    wake_all(l);
+    pthread_mutex_unlock(&l->mu);
+  }
   lst_unref(l); /* the op's reference */
 }
 
 /* Arms this worker's accept if it should run and does not. */
 static void slot_arm(lt_lslot *s) {
   lt_listener *l = s->l;
-  if (ty__io_op_busy(&s->op) || lst_closed(l) || s->qn >= ACCEPT_QUEUE / 2)
-    return;
+  if (ty__io_op_busy(&s->op) || lst_closed(l)) return;
+  pthread_mutex_lock(&l->mu);
+  bool full = l->qn >= ACCEPT_QUEUE / 2;
+  pthread_mutex_unlock(&l->mu);
+  if (full) return;
   int err = ty__io_accept(ty_worker_io(ty_worker_current()), &s->op, l->fd);
-  if (err) s->err = err;
-  else lst_ref(l);
+  if (!err) {
+    lst_ref(l);
+    return;
+  }
+  pthread_mutex_lock(&l->mu);
+  l->err = err;
+  pthread_mutex_unlock(&l->mu);
 }
 
 static lst_ud *check_lst_ud(lua_State *L) {
@@ -838,21 +907,20 @@ static void push_listener(lua_State *L, lt_listener *l, bool owner) {
   lua_setmetatable(L, -2);
 }
 
-/* Closes the listener for every worker (on its creator's worker). The
- * shutdown ends the accept armed on each worker, and each worker's final
- * callback then wakes its waiters with "closed". */
+/* Closes the listener for every actor (on its creator's worker): waiters
+ * wake and hear "closed"; the shutdown ends the accept op of every worker
+ * (on that worker), and each op's end lets go of its reference. */
 static void lst_close(lt_listener *l) {
   if (!l->owner) return; /* closed already */
   lt_res_remove(l->owner, &l->res);
   l->owner = NULL;
-  /* release: the other workers read it (acquire) in their callbacks. */
+  pthread_mutex_lock(&l->mu);
+  /* release: readers outside the mutex (acquire) see the queue drained. */
   atomic_store_explicit(&l->closed, true, memory_order_release);
+  q_drain(l);
+  wake_all(l);
+  pthread_mutex_unlock(&l->mu);
   shutdown(l->fd, SHUT_RD);
-  lt_lslot *s = &l->slots[ty_worker_id(ty_worker_current())];
-  if (!ty__io_op_busy(&s->op)) { /* no op here to bring the news */
-    slot_drain(s);
-    wake_waiters(s, ~0u);
-  }
   lst_unref(l); /* the owner's reference */
 }
 
@@ -874,7 +942,7 @@ static int opt_int_field(lua_State *L, const char *k, int def, int lo, int hi) {
   return v;
 }
 
-/* A listening socket on ss; its fd or a negative errno. */
+/* A listening socket on ss (whose port it then holds); fd or -errno. */
 static int listen_socket(struct sockaddr_storage *ss, socklen_t len,
                          int backlog) {
   int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -917,6 +985,7 @@ static int l_listen(lua_State *L) {
   lt_listener *l = ty__xcalloc(1, sizeof *l + n * sizeof(lt_lslot));
   atomic_init(&l->refs, 2); /* the userdata, the owner */
   atomic_init(&l->closed, false);
+  pthread_mutex_init(&l->mu, NULL);
   l->fd = fd;
   l->addr = ss;
   l->n = n;
@@ -932,61 +1001,92 @@ static int l_listen(lua_State *L) {
   return 1;
 }
 
-/* Takes the oldest accepted descriptor as a connection of the caller. */
-static int take_conn(lua_State *L, lt_lslot *s, ty_actor *a) {
-  int fd = s->q[s->qh];
-  s->qh = (s->qh + 1) % s->qcap;
-  s->qn--;
-  slot_arm(s); /* it may have paused with the queue full */
-  set_nodelay(fd);
-  push_conn(L, conn_new(fd, a->user));
-  return 1;
-}
+enum { TAKE_NONE = 0, TAKE_FD, TAKE_CLOSED, TAKE_ERR };
 
-/* What accept answers without waiting, or -1. */
-static int accept_now(lua_State *L, lt_lslot *s, ty_actor *a) {
-  if (lst_closed(s->l)) return lt_net_fail(L, "closed");
-  if (s->qn) return take_conn(L, s, a);
-  if (s->err) {
-    int err = s->err;
-    s->err = 0;
-    return lt_net_fail(L, lt_net_errtok(err));
+/* Under mu: what an accept gets without waiting. */
+static int take_now(lt_listener *l, int *fd, int *err) {
+  if (lst_closed(l)) return TAKE_CLOSED;
+  if (l->qn) {
+    *fd = l->q[l->qh];
+    l->qh = (l->qh + 1) % l->qcap;
+    l->qn--;
+    return TAKE_FD;
   }
-  return -1;
+  if (l->err) {
+    *err = l->err;
+    l->err = 0;
+    return TAKE_ERR;
+  }
+  return TAKE_NONE;
 }
 
-static void waiter_unlink(lt_waiter *w) {
-  lt_lslot *s = w->s;
-  if (w->prev) w->prev->next = w->next;
-  else s->wh = w->next;
-  if (w->next) w->next->prev = w->prev;
+/* Pushes what take_now found (TAKE_FD: a connection of the caller). */
+static int push_take(lua_State *L, int r, int fd, int err, ty_actor *a) {
+  switch (r) {
+  case TAKE_FD:
+    set_nodelay(fd);
+    push_conn(L, conn_new(fd, a->user));
+    return 1;
+  case TAKE_CLOSED:
+    return lt_net_fail(L, "closed");
+  case TAKE_ERR:
+    return lt_net_fail(L, lt_net_errtok(err));
+  default:
+    return lt_net_fail(L, "timeout");
+  }
 }
 
-static void waiter_end(lt_waiter *w, lt_actor *la) {
-  lt_listener *l = w->s->l;
-  waiter_unlink(w);
-  free(w);
-  if (la) la->ext_cancel = NULL;
-  lst_unref(l);
+/* Removes the nudges that woke this actor (one per hand-over). */
+static void drop_nudges(ty_actor *a) {
+  ty_msg *prev = NULL, *m = ty_mbox_first(a);
+  while (m) {
+    ty_msg *next = ty_mbox_next(m);
+    if (m->kind == LT_NUDGE) {
+      ty_mbox_remove(a, prev, m);
+      ty_msg_free(m);
+    } else {
+      prev = m;
+    }
+    m = next;
+  }
 }
 
 static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
                        bool timed_out) {
   lt_waiter *w = la->ext_ctx;
-  lt_lslot *s = w->s;
-  int n = accept_now(co, s, a);
-  if (n < 0 && !timed_out) {
-    slot_arm(s);
+  lt_listener *l = w->l;
+  int fd = -1, err = 0, r = TAKE_FD;
+  drop_nudges(a);
+  pthread_mutex_lock(&l->mu);
+  if (w->fd >= 0) fd = w->fd; /* handed over, even if closed since */
+  else r = take_now(l, &fd, &err);
+  if (r == TAKE_NONE && !timed_out) {
+    if (!w->listed) waiter_link(l, w); /* woken for an error someone took */
+    pthread_mutex_unlock(&l->mu);
+    slot_arm(&l->slots[w->worker]);
     return lt_net_rewait(a, la);
   }
-  if (n < 0) n = lt_net_fail(co, "timeout");
-  waiter_end(w, la);
+  waiter_unlink(l, w);
+  pthread_mutex_unlock(&l->mu);
+  free(w);
+  la->ext_cancel = NULL;
+  int n = push_take(co, r, fd, err, a);
+  lst_unref(l);
   return n;
 }
 
+/* The waiting actor dies: a connection already handed to it goes on. */
 static void accept_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  waiter_end(la->ext_ctx, NULL);
+  lt_waiter *w = la->ext_ctx;
+  lt_listener *l = w->l;
+  pthread_mutex_lock(&l->mu);
+  waiter_unlink(l, w);
+  int fd = w->fd;
+  pthread_mutex_unlock(&l->mu);
+  free(w);
+  if (fd >= 0) hand(l, fd);
+  lst_unref(l);
 }
 
 /* listener:accept([timeout]) -> conn | nil, err */
@@ -996,21 +1096,25 @@ static int l_accept(lua_State *L) {
   ty_actor *a = lt_net_actor(L, "tcp accept");
   lt_listener *l = u->l;
   if (!l) return lt_net_fail(L, "closed");
-  lt_lslot *s = &l->slots[ty_worker_id(ty_worker_current())];
-  int n = accept_now(L, s, a);
-  if (n >= 0) return n;
-  slot_arm(s);
-  if ((n = accept_now(L, s, a)) >= 0) return n;
-  if (tmo == 0) return lt_net_fail(L, "timeout");
-  lt_waiter *w = ty__xcalloc(1, sizeof *w);
-  w->a = a;
-  w->s = s;
-  lt_waiter **pp = &s->wh;
-  while (*pp) { /* oldest first: the first woken is the longest waiting */
-    w->prev = *pp;
-    pp = &(*pp)->next;
+  unsigned me = ty_worker_id(ty_worker_current());
+  int fd = -1, err = 0;
+  lt_waiter *w = NULL;
+  pthread_mutex_lock(&l->mu);
+  int r = take_now(l, &fd, &err);
+  if (r == TAKE_NONE && tmo != 0) {
+    w = ty__xcalloc(1, sizeof *w);
+    w->fd = -1;
+    w->a = a;
+    w->pid = a->pid;
+    w->worker = me;
+    w->l = l;
+    waiter_link(l, w);
   }
-  *pp = w;
+  pthread_mutex_unlock(&l->mu);
+  /* This worker accepts too from now on (after the take: it arms only
+   * while the queue is short). */
+  slot_arm(&l->slots[me]);
+  if (!w) return push_take(L, r, fd, err, a);
   lst_ref(l);
   lt_actor *la = a->user;
   la->ext_cancel = accept_cancel;
@@ -1062,7 +1166,7 @@ static const luaL_Reg lst_methods[] = {
     {"getsockname", l_lst_getsockname},
     {NULL, NULL}};
 
-/* ---- handles in messages --------------------------------------------------------------- */
+/* ---- handles in messages ----------------------------------------------- */
 
 /* What the current encode took: moved or shared once it succeeds. */
 typedef struct pending {
@@ -1175,9 +1279,16 @@ static void conn_adopt(lua_State *L, lt_conn *c) {
   c->refs--; /* the transit entry's reference became the userdata's */
 }
 
+_Thread_local bool lt_tcp_discarding;
+
 int lt_tcp_decode(lua_State *L, uint64_t token) {
   int kind;
   void *p = lt_transit_take(token, &kind);
+  if (p && lt_tcp_discarding) {
+    lt_tcp_drop(kind, p);
+    lua_pushnil(L);
+    return 0;
+  }
   if (!p && !ty_worker_current()) { /* swept with its runtime */
     lua_pushnil(L);
     return 0;
@@ -1202,7 +1313,7 @@ void lt_tcp_drop(int kind, void *p) {
   conn_unref(c);
 }
 
-/* ---- module ------------------------------------------------------------------------------ */
+/* ---- module ------------------------------------------------------------ */
 
 void lt_tcp_metatables(lua_State *L) {
   lt_net_metatable(L, LT_CONN_MT, conn_methods, l_conn_gc, l_conn_tostring);

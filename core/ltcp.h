@@ -13,6 +13,11 @@
 #define LT_CONN_MT "tycho.tcp.conn"
 #define LT_LISTENER_MT "tycho.tcp.listener"
 
+/* A message kind (below the signals, unknown to lactor.c, which drops it
+ * should recv meet it): wakes an actor waiting in an LT_W_EXT wait from
+ * another worker; sent with ref UINT64_MAX, which that wait matches. */
+#define LT_NUDGE 0xF0u
+
 /* Kinds of handles that travel in messages. */
 enum { LT_H_CONN = 1, LT_H_LISTENER = 2 };
 
@@ -64,5 +69,15 @@ int lt_tcp_decode(lua_State *L, uint64_t token);
 void lt_tcp_encoded(lua_State *L, bool ok);
 /* Releases a handle whose message was never decoded (runtime stopped). */
 void lt_tcp_drop(int kind, void *p);
+/* While set (this thread), decoding a handle drops it and pushes nil. */
+extern _Thread_local bool lt_tcp_discarding;
+
+/*
+ * lt_net_discard - release the handles inside an encoded payload that will
+ * never be decoded (its message reached no live actor, or its send failed):
+ * connections close at once instead of when the runtime stops. Decodes into
+ * L (on a worker) and drops what it pushed; cheap without handles.
+ */
+void lt_net_discard(lua_State *L, const char *data, size_t len);
 
 #endif

@@ -23,7 +23,7 @@
 #include "runtime.h"
 #include "test.h"
 
-/* ---- helpers ------------------------------------------------------------ */
+/* ---- helpers ----------------------------------------------------------- */
 
 static bool skip(int kind) {
   if (kind != TY_IO_URING || ty__io_available(TY_IO_URING)) return false;
@@ -153,7 +153,7 @@ static int connect_n(harness *h, int port, int n, int *cfd) {
   TEST_IMPL(fn##_uring) { return skip(TY_IO_URING) ? 0 : fn(TY_IO_URING); }   \
   TEST_IMPL(fn##_epoll) { return fn(TY_IO_EPOLL); }
 
-/* ---- waking and timeouts ------------------------------------------------ */
+/* ---- waking and timeouts ----------------------------------------------- */
 
 typedef struct waker {
   int fd;
@@ -220,7 +220,7 @@ static int io_wake(int kind) {
 }
 BOTH(io_wake)
 
-/* ---- accept, connect, recv, send ---------------------------------------- */
+/* ---- accept, connect, recv, send --------------------------------------- */
 
 static int io_tcp(int kind) {
   harness h;
@@ -253,7 +253,8 @@ static int io_tcp(int kind) {
     CHECK(PUMP(h.io, srv[i]->len == want, 5000));
     CHECK(snd[i]->ended && snd[i]->final_res == (int)want);
     snd[i]->ended = false;
-    CHECK_EQ(ty__io_send(h.io, &snd[i]->op, acc->fds[i], srv[i]->data, want), 0);
+    CHECK_EQ(
+        ty__io_send(h.io, &snd[i]->op, acc->fds[i], srv[i]->data, want), 0);
   }
   for (int i = 0; i < N; i++) {
     size_t want = strlen(msg[i]);
@@ -273,13 +274,29 @@ static int io_tcp(int kind) {
     rec_free(cli[i]);
     rec_free(snd[i]);
   }
+  /* Data and the end of file, both there before the recv is armed: the
+   * end must still come (epoll: one edge announced both). */
+  int late_c;
+  CHECK_EQ(connect_n(&h, port, 1, &late_c), 0);
+  CHECK(PUMP(h.io, acc->nfds == N + 1, 5000));
+  CHECK_EQ(send(late_c, "bye", 3, 0), 3);
+  close(late_c);
+  usleep(20000);
+  rec *late = rec_new();
+  CHECK_EQ(ty__io_recv(h.io, &late->op, acc->fds[N]), 0);
+  CHECK(PUMP(h.io, late->ended, 5000));
+  CHECK(late->len == 3 && memcmp(late->data, "bye", 3) == 0);
+  CHECK_EQ(late->final_res, 0);
+  ty__io_close(h.io, acc->fds[N]);
+  rec_free(late);
   /* Nobody listens on a closed listener's port any more. */
   ty__io_settle(h.io, &acc->op);
   CHECK_EQ(ty__io_close(h.io, lfd), 0);
   rec *c = rec_new();
   int fd = tcp_socket();
   struct sockaddr_in a = loopback(port);
-  CHECK_EQ(ty__io_connect(h.io, &c->op, fd, (struct sockaddr *)&a, sizeof a), 0);
+  CHECK_EQ(
+      ty__io_connect(h.io, &c->op, fd, (struct sockaddr *)&a, sizeof a), 0);
   CHECK(PUMP(h.io, c->ended, 5000));
   CHECK_EQ(c->final_res, -ECONNREFUSED);
   ty__io_close(h.io, fd);
@@ -290,7 +307,7 @@ static int io_tcp(int kind) {
 }
 BOTH(io_tcp)
 
-/* ---- a send larger than every buffer on the way ------------------------- */
+/* ---- a send larger than every buffer on the way ------------------------ */
 
 static int io_bigsend(int kind) {
   harness h;
@@ -336,7 +353,7 @@ static int io_bigsend(int kind) {
 }
 BOTH(io_bigsend)
 
-/* ---- receive buffers running dry ---------------------------------------- */
+/* ---- receive buffers running dry --------------------------------------- */
 
 /* Two 64-byte buffers for 16 connections that each send 16 KiB at once: the
  * buffer ring runs dry again and again (-ENOBUFS), the backend re-arms, and
@@ -360,7 +377,8 @@ static int io_enobufs(int kind) {
   }
   static char buf[N][SIZE];
   for (int i = 0; i < N; i++) {
-    for (int j = 0; j < SIZE; j++) buf[i][j] = (char)(i * 31 + j * 17 + (j >> 8));
+    for (int j = 0; j < SIZE; j++)
+      buf[i][j] = (char)(i * 31 + j * 17 + (j >> 8));
     CHECK_EQ(send(cfd[i], buf[i], SIZE, 0), SIZE);
   }
   for (int i = 0; i < N; i++) {
@@ -386,7 +404,7 @@ static int io_enobufs(int kind) {
 }
 BOTH(io_enobufs)
 
-/* ---- cancelling --------------------------------------------------------- */
+/* ---- cancelling -------------------------------------------------------- */
 
 static int io_cancel(int kind) {
   harness h;
@@ -469,7 +487,7 @@ static int io_cancel(int kind) {
 }
 BOTH(io_cancel)
 
-/* ---- inside a runtime: C actors parked in the backend -------------------- */
+/* ---- inside a runtime: C actors parked in the backend ------------------ */
 
 /*
  * A server actor on worker 0 accepts; each connection gets an echo actor
@@ -545,7 +563,7 @@ static void on_send(ty__io_op *op, int res, const char *data) {
   } else {
     c->sent += (size_t)res;
     if (c->sent < c->outlen &&
-        ty__io_send(c->io, op, c->fd, c->out + c->sent, c->outlen - c->sent) == 0)
+        !ty__io_send(c->io, op, c->fd, c->out + c->sent, c->outlen - c->sent))
       return;
   }
   wake_owner(c);
@@ -629,7 +647,8 @@ static int step_client(ty_actor *a, iact *c) {
     c->fd = tcp_socket();
     struct sockaddr_in sa = loopback(atomic_load(&g_port));
     c->wop.cb = on_connect;
-    if (ty__io_connect(c->io, &c->wop, c->fd, (struct sockaddr *)&sa, sizeof sa))
+    if (ty__io_connect(c->io, &c->wop, c->fd, (struct sockaddr *)&sa,
+                       sizeof sa))
       return fail(c, "connect");
     return wait_more(a);
   }
@@ -637,7 +656,8 @@ static int step_client(ty_actor *a, iact *c) {
   if (c->connected && !c->out) {
     c->outlen = RT_PAYLOAD;
     c->out = malloc(RT_PAYLOAD);
-    for (size_t i = 0; i < RT_PAYLOAD; i++) c->out[i] = (char)(c->id * 13 + i * 7);
+    for (size_t i = 0; i < RT_PAYLOAD; i++)
+      c->out[i] = (char)(c->id * 13 + i * 7);
     c->rop.cb = on_recv;
     c->wop.cb = on_send;
     if (ty__io_recv(c->io, &c->rop, c->fd) ||
@@ -688,7 +708,9 @@ static int io_runtime(int kind) {
   while (!atomic_load(&g_port) && now_ms() < end) usleep(1000);
   CHECK(atomic_load(&g_port));
   for (int i = 0; i < RT_CLIENTS; i++)
-    CHECK_EQ(ty_spawn_at(rt, (unsigned)(i % 2), iact_new(step_client, i), NULL), 0);
+    CHECK_EQ(
+        ty_spawn_at(rt, (unsigned)(i % 2), iact_new(step_client, i), NULL),
+        0);
   end = now_ms() + 20000;
   while ((atomic_load(&g_clients_done) < RT_CLIENTS ||
           atomic_load(&g_echo_done) < RT_CLIENTS) &&
