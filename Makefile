@@ -22,7 +22,7 @@ LUA_LIBS    = -lluajit-5.1
 BUILD   ?= build
 SAN     ?=
 
-LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/lfn.c core/codec.c core/lnet.c core/lpool.c core/ltcp.c
+LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/lfn.c core/codec.c core/lnet.c core/lpool.c core/ltcp.c core/lhttp.c
 MAIN_SRC  = core/main.c
 CORE_SRC  = $(filter-out $(LUA_SRC) $(MAIN_SRC),$(wildcard core/*.c))
 TEST_SRC  = $(wildcard core/test/*.c)
@@ -34,6 +34,12 @@ TEST_OBJ  = $(TEST_SRC:core/test/%.c=$(BUILD)/test/%.o)
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS)
 HEADERS    = $(wildcard core/*.h core/test/*.h)
 
+# llhttp (tycho.http's parser), compiled from the node-llhttp package's
+# sources in place; they are generated code with unused parameters.
+LLHTTP_SRC = /usr/share/llhttp
+LLHTTP_INC = /usr/share/include/llhttp
+LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
+
 .PHONY: all ctest test spec tsan asan bench deps clean install
 
 all: $(BUILD)/tycho-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
@@ -41,6 +47,12 @@ all: $(BUILD)/tycho-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 $(BUILD)/core/%.o: core/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -c $< -o $@
+
+$(BUILD)/core/lhttp.o: LUA_CFLAGS += -I$(LLHTTP_INC)
+
+$(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Wno-unused-parameter -I$(LLHTTP_INC) -c $< -o $@
 
 $(BUILD)/test/%.o: core/test/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -54,11 +66,11 @@ $(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
 
 # The Lua module: the core and the binding; LuaJIT's symbols come from the
 # host process.
-$(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(BUILD)/libtycore.a
+$(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(BUILD)/libtycore.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LDLIBS)
 
-$(BUILD)/bin/tycho: $(BUILD)/core/main.o $(LUA_OBJ) $(BUILD)/libtycore.a
+$(BUILD)/bin/tycho: $(BUILD)/core/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
 

@@ -37,12 +37,12 @@ PEERS=${PEERS:-0}
 PEER_NAMES=${PEER_NAMES:-"tokio erlang"}
 PEER_VARIANTS=${PEER_VARIANTS:-"spawn_msg pingpong_oneshot"}
 
-# The workloads, in the order they run and appear in the table. `http`
-# (wrk against a tycho.http server) has a slot but no implementation yet.
+# The workloads, in the order they run and appear in the table. `http` is
+# wrk against a tycho.http server (run_http below; its rows: http, http_json).
 WORKLOADS="spawn pingpong ring skew timers memory"
 C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
 LUA_WORKLOADS="spawn pingpong ring skew timers memory"  # bench/lua/<w>.lua
-FUTURE_WORKLOADS="http"
+SERVER_WORKLOADS="http"
 
 BUILD=${BUILD:-build}
 CBENCH=$ROOT/$BUILD/cbench
@@ -125,12 +125,96 @@ bench() {
 }
 
 # ---------------------------------------------------------------------------
-# Workloads not written yet. http will be: start `tycho --workers $WORKERS
-# bench/lua/http.lua <port>` in the background, wait until it answers, run
-# `wrk -t2 -c64 -d5s --latency` against it, and turn wrk's output into
-# RESULT <req/s> req/s / DETAIL p50_ms= p90_ms= p99_ms= lines, like the peers.
-run_future() {
-    out "# tycho $1: not implemented yet (skipped)"
+# http: `tycho --workers $WORKERS [--io epoll] bench/lua/http_server.lua <port>`
+# under `wrk -t2 -c64 -d$WRK_DURATION --latency`, on / (`tycho http`) and on
+# /json (`tycho http_json`) with the default backend (main lines), then with
+# --io epoll (`# tycho http_epoll`, `# tycho http_json_epoll`); each run prints
+# RESULT <req/s> req/s and DETAIL p50_ms= p90_ms= p99_ms= (the peers' format),
+# so the p99s are on the "# ... detail" lines. Then, in the same sitting, the
+# tokio peer's http (hyper) and http_raw (its hand-written responder).
+WRK_DURATION=${WRK_DURATION:-5s}
+
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$(( 20000 + RANDOM % 20000 ))
+        if ! ss -ltnH 2>/dev/null | awk '{print $4}' | grep -q ":$p\$"; then echo "$p"; return; fi
+    done
+    echo 23457
+}
+
+# wrk's output -> RESULT / DETAIL / NOTE lines.
+wrk_parse() {
+    awk '
+    function ms(s,   v) {
+        v = s + 0
+        if (s ~ /us$/) return v / 1000
+        if (s ~ /ms$/) return v
+        if (s ~ /s$/)  return v * 1000
+        return v
+    }
+    $1 == "50%" { p50 = ms($2) } $1 == "90%" { p90 = ms($2) } $1 == "99%" { p99 = ms($2) }
+    $1 == "Requests/sec:" { rps = $2 }
+    / requests in / { nreq = $1 }
+    /Socket errors/ { errs = $0; gsub(/ /, "", errs); sub(/Socketerrors:/, "", errs) }
+    /Non-2xx/ { non2xx = $NF }
+    END {
+        if (rps == "") exit 1
+        printf "RESULT %s req/s\n", rps
+        printf "DETAIL p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f requests=%d\n", p50, p90, p99, nreq
+        if (errs != "" || non2xx != "") printf "NOTE socket errors %s non2xx %s\n", errs, non2xx
+    }' "$1"
+}
+
+# http_once <out file> <path> <tycho options...>: one server, one wrk run.
+http_once() {
+    local f=$1 path=$2 port pid ok=0; shift 2
+    port=$(free_port)
+    timeout -k 5 "$TIMEOUT" "$TYCHO" --workers "$WORKERS" "$@" bench/lua/http_server.lua "$port" \
+        >"$f.srv" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+        if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then ok=1; break; fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ $ok -eq 1 ]; then
+        timeout -k 5 60 wrk -t2 -c64 -d"$WRK_DURATION" --latency "http://127.0.0.1:$port$path" >"$f.wrk" 2>&1
+        wrk_parse "$f.wrk" >"$f" || out "# tycho http run: wrk failed: $(tail -c 300 "$f.wrk" | tr '\n' ' ')"
+        # The backend the server got (the main lines use the default one).
+        grep -q '^NOTE' "$f" || awk '$1 == "LISTENING" { print "NOTE backend " $3 }' "$f.srv" >>"$f"
+    else
+        out "# tycho http run: the server did not come up: $(tail -c 300 "$f.srv" | tr '\n' ' ')"
+        : >"$f"
+    fi
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    sleep 0.5
+}
+
+run_http() {
+    local io suffix prefix path label files i f
+    if ! command -v wrk >/dev/null || ! command -v curl >/dev/null; then
+        out "# tycho http: wrk or curl not installed (make deps), skipped"
+        return
+    fi
+    for io in auto epoll; do
+        suffix=""; prefix=""
+        [ "$io" = epoll ] && { suffix="_epoll"; prefix="# "; }
+        for path in / /json; do
+            label=http; [ "$path" = /json ] && label=http_json
+            files=()
+            for i in $(seq 1 "$RUNS"); do
+                f="$TMPD/tycho.$label$suffix.$i"
+                http_once "$f" "$path" --io "$io"
+                files+=("$f")
+            done
+            summarize tycho "$label$suffix" "$prefix" "${files[@]}" | tee -a "$SUMMARY"
+        done
+    done
+    # The peer's HTTP servers in the same sitting (PEERS=1 then skips them).
+    run_peer tokio "http http_raw"
+    HTTP_PEER_DONE=1
 }
 
 # ---------------------------------------------------------------------------
@@ -144,7 +228,7 @@ find_shared() {
 }
 
 run_peer() {
-    local peer=$1 shared src dst only
+    local peer=$1 only_arg=${2:-} shared src dst only
     shared=$(find_shared)
     src=$shared/peers/$peer
     if [ -z "$shared" ] || [ ! -x "$src/run.sh" ]; then
@@ -159,10 +243,17 @@ run_peer() {
     mkdir -p "$dst"
     # -p keeps the sources' times, so cargo/erlc rebuild only when they change
     cp -rp "$src/." "$dst/" && chmod -R u+w "$dst"
-    if [ -n "$BENCH" ]; then
+    if [ -n "$only_arg" ]; then
+        only=$only_arg
+    elif [ -n "$BENCH" ]; then
         only=$BENCH
     else
         only="$WORKLOADS $PEER_VARIANTS"
+    fi
+    # run_http ran the peer's http workloads already.
+    if [ -z "$only_arg" ] && [ -n "${HTTP_PEER_DONE:-}" ]; then
+        only=$(printf '%s\n' $only | grep -vx -e http -e http_raw | tr '\n' ' ')
+        [ -n "${only// /}" ] || return
     fi
     ONLY="$only" RUNS="$RUNS" TIMEOUT="$TIMEOUT" "$dst/run.sh" 2>&1 | tee -a "$SUMMARY"
 }
@@ -174,7 +265,7 @@ run_peer() {
 # A ratio is tycho/peer for rates and percentages, peer/tycho for times and
 # sizes: > 1 means tycho is better.
 table() {
-    awk -v order="$WORKLOADS $FUTURE_WORKLOADS" -v peers="$PEER_NAMES" '
+    awk -v order="$WORKLOADS $SERVER_WORKLOADS http_json" -v peers="$PEER_NAMES" '
     function human(v) {
         if (v == "") return "-"
         if (v == "FAILED") return v
@@ -238,7 +329,7 @@ table() {
             }
         }
         # peer variants shaped like tycho Lua workloads
-        nv = split("spawn_msg:spawn pingpong_oneshot:pingpong memory_oneshot:memory", vm, " ")
+        nv = split("spawn_msg:spawn pingpong_oneshot:pingpong memory_oneshot:memory http_raw:http", vm, " ")
         for (k = 1; k <= nv; k++) {
             split(vm[k], ab, ":"); v = ab[1]; w = ab[2]; any = 0
             for (i = 1; i <= np; i++) { pv[i] = val[pn[i], v]; if (pv[i] != "") any = 1 }
@@ -257,7 +348,7 @@ if [ -n "${TABLE_FROM:-}" ]; then
 fi
 
 for w in $BENCH; do
-    in_list "$w" "$WORKLOADS $FUTURE_WORKLOADS" ||
+    in_list "$w" "$WORKLOADS $SERVER_WORKLOADS" ||
         echo "# tycho: no workload '$w' (known: $WORKLOADS; peers may still run it)"
 done
 if [ ! -x "$CBENCH" ] || [ ! -x "$TYCHO" ]; then
@@ -272,9 +363,9 @@ if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
     out "# warning: the 1-minute load is $load on $(nproc) CPUs: numbers will be noisy"
 fi
 
-for w in $WORKLOADS $FUTURE_WORKLOADS; do
+for w in $WORKLOADS $SERVER_WORKLOADS; do
     want "$w" || continue
-    if in_list "$w" "$FUTURE_WORKLOADS"; then run_future "$w"; continue; fi
+    if [ "$w" = http ]; then run_http; continue; fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done
@@ -283,7 +374,7 @@ out "# tycho suite done: loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
 if [ "$PEERS" = 1 ]; then
     for p in $PEER_NAMES; do run_peer "$p"; done
 else
-    PEER_NAMES=""
+    PEER_NAMES=${HTTP_PEER_DONE:+tokio}  # run_http ran the tokio peer's http
 fi
 
 echo

@@ -664,7 +664,12 @@ static void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
  * it. */
 static void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   (void)ud;
-  if (!w || !m->from) return;
+  if (!w) return;
+  if (m->kind == LT_MSG || m->kind == LT_CALL || m->kind == LT_REPLY) {
+    /* Connections inside close now, not when the runtime stops. */
+    lt_net_discard(((lt_worker *)ty_worker_data(w))->L, m->data, m->len);
+  }
+  if (!m->from) return;
   if (m->kind == LT_CALL) {
     lt_send_reply_err(m->from, m->ref, "dead");
     return;

@@ -15,6 +15,7 @@
 
 #include "io.h"
 #include "alloc.h"
+#include "lhttp.h"
 #include "lpool.h"
 #include "ltycho.h"
 
@@ -294,6 +295,7 @@ static int l_spawn(lua_State *L) {
   lt_actor *la = spawn_request(L, 1, 2, "spawn");
   ty_pid pid;
   if (ty_spawn(lt_g.rt, la, &pid)) {
+    if (la->spawn) lt_net_discard(L, la->spawn, la->spawn_len);
     lt_actor_free(la);
     return luaL_error(L, "tycho.spawn: the actor table is full");
   }
@@ -325,6 +327,7 @@ static int l_send(lua_State *L) {
   m->to = to;
   m->kind = LT_MSG;
   if (ty_send(lt_g.rt, m)) {
+    lt_net_discard(L, m->data, m->len);
     ty_msg_free(m);
     return push_fail(L, "noproc");
   }
@@ -373,6 +376,7 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   m->ref = lw->next_ref++;
   uint64_t ref = m->ref;
   if (ty_send(lt_g.rt, m)) {
+    lt_net_discard(L, m->data, m->len);
     ty_msg_free(m);
     return push_fail(L, "noproc");
   }
@@ -985,6 +989,7 @@ int luaopen_tycho_core(lua_State *L) {
   lua_setfield(L, -2, "version");
   lt_open_net(L);
   lt_open_pool(L);
+  lt_open_http(L); /* lhttp.c: tycho.core._http, for lua/tycho/http.lua */
   return 1;
 }
 

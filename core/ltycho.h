@@ -19,6 +19,8 @@ enum {
   LT_CALL = 1,      /* tycho.call: ref set, reply expected */
   LT_REPLY = 2,     /* answer to a call (values) */
   LT_REPLY_ERR = 3, /* the call failed: payload is the error token */
+  /* 0xF0: LT_NUDGE (ltcp.h), wakes an acceptor; recv drops it. Kinds below
+   * TY_MSG_SIGNAL that recv does not know are dropped, never returned. */
   LT_SIG_EXIT = TY_MSG_SIGNAL, /* a linked actor ended: payload = reason */
   LT_SIG_KILL,                 /* tycho.kill: payload = reason */
   LT_SIG_LINK,                 /* from links itself to the receiver */
@@ -195,12 +197,18 @@ int lt_yield_reply(lua_State *L, const char *fname, uint64_t ref,
 /* From a C API function: yield in an LT_W_EXT wait. */
 int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
                  void *ctx, int64_t timeout_ns);
+/* (The caller of lt_yield_ext sets la->ext_cancel itself, after the call
+ * returns the yield; lt_res_remove must stay safe to call twice.) */
 void lt_res_add(lt_actor *la, lt_res *r);
 void lt_res_remove(lt_actor *la, lt_res *r);
 /* Appends the encoded (bytecode, upvalue module map) of the function at idx
  * to out, as for tycho.spawn; raises tycho.<fname> errors. For lpool.c. */
 int lt_push_function_payload(lua_State *L, int idx, const char *fname,
                              ty__buf *out);
+
+/* lnet.c: releases the connections inside an encoded payload that will never
+ * be decoded (its message reached nobody), so they close at once. */
+void lt_net_discard(lua_State *L, const char *data, size_t len);
 
 /* Sub-modules: each adds its fields to the tycho.core table on top of L. */
 void lt_open_net(lua_State *L);  /* lnet.c: tcp, http support */

@@ -1,0 +1,407 @@
+--- tycho.http: an HTTP/1.1 server.
+--
+--   tycho.http.serve{host=, port=, handler=f | "module", ...}  -> blocks
+--   local srv = tycho.http.listen{...}   -- the same, returns at once:
+--   srv.host, srv.port, srv:close(), srv:wait(), srv:connections()
+--
+-- handler(req) gets a table
+--   req.method   "GET", "POST", ...
+--   req.path     "/a/b" (as sent: not percent-decoded)
+--   req.query    "x=1&y=2" or nil (tycho.http.parse_query makes a table)
+--   req.version  "1.1" | "1.0"
+--   req.headers  lower-case names; lookups ignore case (req.headers.Host);
+--                repeated headers joined with ", " ("; " for Cookie)
+--   req.body     the whole body ("" when none; chunked bodies are joined)
+-- and returns {status=, headers=, body=} (status 200 by default; a header
+-- value may be an array of strings, one line each), or status, body, or a
+-- body string. Content-Length, Date and Server are added (Content-Type:
+-- default_type unless given); the connection stays open unless the client
+-- or a `Connection: close` header says otherwise.
+--
+-- Where it runs: one acceptor actor on every worker shares the listener;
+-- each connection it accepts is served by a fork of that acceptor, on that
+-- worker: read, parse (C, llhttp), call the handler, write the response in
+-- one write. The handler may block like any actor code (tycho.sleep,
+-- tycho.call ...); requests of one connection are answered in order, those
+-- of other connections meanwhile. handler is a function that moves to the
+-- workers as tycho.spawn moves one (no upvalues but modules), or the name
+-- of a module returning the function.
+--
+-- Limits (nginx's defaults), each an option:
+--   max_header_size 32768 bytes (request line + headers)  -> 431
+--   max_headers     100                                    -> 431
+--   max_body_size   1 MiB                                  -> 413
+--   header_timeout  60 s for a whole request head          -> 408
+--   body_timeout    60 s for a whole body                  -> 408
+--   idle_timeout    75 s between requests (keep-alive)     -> closed
+--   send_timeout    60 s for a response to go out          -> closed
+--   max_connections 512 per worker, over the whole server  -> 503
+--   malformed requests -> 400; HTTP versions other than 1.x -> 505
+-- Each of these responses closes the connection. Timeouts are seconds; a
+-- negative one (or math.huge) disables it. A handler error answers 500 and
+-- writes "tycho.http: <method> <path>: <error and traceback>" to stderr;
+-- the connection and the server go on.
+local tycho = require "tycho"
+local core = require "tycho.core"
+
+local hc = core._http
+local feed, respond, expired = hc.feed, hc.respond, hc.expired
+
+local http = {}
+
+local READ_MAX = 65536
+
+-- Options beyond hc.config's (which validates its own).
+local OPTIONS = {
+  host = true, port = true, handler = true, backlog = true,
+  max_header_size = true, max_headers = true, max_body_size = true,
+  header_timeout = true, body_timeout = true, idle_timeout = true,
+  send_timeout = true, max_connections = true, server = true,
+  default_type = true,
+}
+
+local function log(msg)
+  io.stderr:write("tycho.http: ", msg, "\n")
+  io.stderr:flush()
+end
+
+-- ---- the handler: moved to every worker ---------------------------------------
+
+-- The name package.loaded knows v by, or nil.
+local function module_name(v)
+  for name, m in pairs(package.loaded) do
+    if rawequal(m, v) then return name end
+  end
+end
+
+-- What an acceptor needs to rebuild the handler on its worker: a module
+-- name, or the function's bytecode and its upvalues (modules by name).
+local function pack_handler(h, fname)
+  if type(h) == "string" then
+    local ok, f = pcall(require, h)
+    if not ok then error(("tycho.http.%s: handler module '%s' failed to load: %s")
+      :format(fname, h, f), 3) end
+    if type(f) ~= "function" then
+      error(("tycho.http.%s: handler module '%s' must return a function, not a %s")
+        :format(fname, h, type(f)), 3)
+    end
+    return { module = h }
+  end
+  if type(h) ~= "function" then
+    error(("tycho.http.%s: handler must be a function or a module name, not a %s")
+      :format(fname, type(h)), 3)
+  end
+  local ups = {}
+  for i = 1, math.huge do
+    local name, v = debug.getupvalue(h, i)
+    if not name then break end
+    if rawequal(v, h) then
+      ups[i] = true
+    else
+      local m = (type(v) == "table" or type(v) == "function" or type(v) == "userdata")
+        and module_name(v)
+      if not m then
+        error(("tycho.http.%s: the handler's upvalue '%s' (a %s) cannot move to "
+          .. "the workers; only modules can (require them in the handler or at "
+          .. "the top of its file), or give handler as a module name")
+          :format(fname, name, type(v)), 3)
+      end
+      ups[i] = m
+    end
+  end
+  local ok, code = pcall(string.dump, h)
+  if not ok then
+    error(("tycho.http.%s: the handler cannot be moved (%s)"):format(fname, code), 3)
+  end
+  return { code = code, ups = ups }
+end
+
+local function unpack_handler(spec)
+  if spec.module then return require(spec.module) end
+  local f = assert(loadstring(spec.code))
+  for i, m in pairs(spec.ups) do
+    debug.setupvalue(f, i, m == true and f or require(m))
+  end
+  return f
+end
+
+-- ---- a connection ---------------------------------------------------------------
+
+local traceback = debug.traceback
+
+local function where(req)
+  return (req and req.method or "?") .. " " .. (req and req.path or "?")
+end
+
+-- Reads, parses, answers until the connection ends. Never raises for the
+-- client's sake: every way out returns; true when the server's last
+-- response ended the connection (the client may still be sending).
+local function converse(c, p, handler, idle)
+  local read_some, write = c.read_some, c.write
+  local tmo = idle
+  while true do
+    local data, rerr = read_some(c, READ_MAX, tmo)
+    if not data then
+      if rerr == "timeout" then
+        local out = expired(p)
+        if out then return write(c, out) end
+      end
+      return false
+    end
+    local out, req
+    out, req, tmo = feed(p, data)
+    while true do
+      if out and not write(c, out) then return false end
+      if not req then
+        if req == false then return true end
+        break
+      end
+      local ok, res, body = xpcall(handler, traceback, req)
+      if not ok then log(where(req) .. ": " .. tostring(res)) end
+      local nreq, err
+      out, nreq, tmo, err = respond(p, ok, res, body)
+      if err then log(where(req) .. ": " .. err) end
+      req = nreq
+    end
+  end
+end
+
+-- After a response that ends the connection, the client may still be
+-- sending (a body we refused, pipelined requests): closing at once would
+-- reset the connection, and a reset can destroy the response before the
+-- client reads it. So, as nginx's lingering close: end our side, then read
+-- and drop what comes until the client closes, it goes quiet for
+-- LINGER_QUIET s, or LINGER_MAX s have passed.
+local LINGER_QUIET, LINGER_MAX = 5, 30
+
+local function linger(c)
+  -- TODO(ltcp): conn:shutdown("send") once tycho.tcp has it; the
+  -- descriptor comes from tostring(conn) meanwhile.
+  local fd = tonumber(tostring(c):match("%(fd (%d+)%)"))
+  if not fd or not hc.shutdown_send(fd) then return end
+  local deadline = tycho.now() + LINGER_MAX
+  while true do
+    local left = deadline - tycho.now()
+    if left <= 0 or not c:read_some(READ_MAX, math.min(left, LINGER_QUIET)) then return end
+  end
+end
+
+local function serve_conn(c, cfg, handler, gauge, send_timeout, idle)
+  if not hc.gauge_enter(gauge) then
+    if c:write(hc.reject(cfg, 503)) then linger(c) end
+    c:close()
+    return
+  end
+  c:settimeouts(nil, send_timeout, nil)
+  local ok, ended = pcall(converse, c, hc.parser(cfg), handler, idle)
+  if not ok then log("connection failed: " .. tostring(ended)) end
+  if ok and ended then linger(c) end
+  c:close()
+end
+
+-- ---- acceptors: one per worker -------------------------------------------------------
+
+-- The body of every acceptor actor (spawned through a one-line function
+-- without upvalues that requires this module).
+function http._acceptor(l, spec, opts, gauge, supervisor)
+  local handler = unpack_handler(spec)
+  local cfg = hc.config(opts)
+  local send_timeout = opts.send_timeout or 60
+  local idle = opts.idle_timeout or 75
+  if idle < 0 or idle == math.huge then idle = -1 end
+  local fork = tycho.fork
+  tycho.send(supervisor, "ready", tycho.self())
+  while true do
+    local c, err = l:accept()
+    if c then
+      fork(serve_conn, c, cfg, handler, gauge, send_timeout, idle)
+    elseif err == "closed" then
+      return
+    else
+      tycho.sleep(0.01) -- out of descriptors and the like: let some close
+    end
+  end
+end
+
+local function spawn_acceptor(s, w)
+  local pid = core._spawn_at(w, function(...)
+    return require("tycho.http")._acceptor(...)
+  end, s.listener, s.spec, s.opts, s.gauge, s.supervisor)
+  s.by_pid[pid] = w
+  return pid
+end
+
+-- ---- servers ----------------------------------------------------------------------
+
+local Server = {}
+Server.__index = Server
+
+-- The supervising fork: tells listen when every acceptor is accepting (or
+-- why one could not start), restarts an acceptor that ends later while the
+-- server is open (a handler calling tycho.exit ends its acceptor), answers
+-- wait.
+local function supervise(s)
+  local starting, started, failure = {}, nil, nil
+  for pid in pairs(s.by_pid) do
+    starting[pid] = true
+    tycho.monitor(pid)
+  end
+  local waiting = {}
+  while true do
+    local what, a, b = tycho.recv()
+    if what == "ready" then
+      starting[a] = nil
+    elseif what == "started?" then
+      started = tycho.response()
+    elseif what == "wait" then
+      waiting[#waiting + 1] = tycho.response()
+    elseif what == "DOWN" and s.by_pid[a] then
+      local w = s.by_pid[a]
+      s.by_pid[a] = nil
+      if starting[a] then
+        starting[a] = nil
+        failure = failure or tostring(b)
+      elseif s.open then
+        log(("acceptor on worker %d ended (%s); restarting it"):format(w, tostring(b)))
+        tycho.monitor(spawn_acceptor(s, w))
+      end
+    end
+    if started and next(starting) == nil then
+      started(failure == nil, failure)
+      started = nil
+    end
+    if not s.open and next(s.by_pid) == nil then
+      for _, answer in ipairs(waiting) do answer(true) end
+      return
+    end
+  end
+end
+
+local function check_options(opts, fname)
+  if type(opts) ~= "table" then
+    error(("tycho.http.%s: expected an options table {host=, port=, handler=}")
+      :format(fname), 3)
+  end
+  for k in pairs(opts) do
+    if not OPTIONS[k] then
+      error(("tycho.http.%s: unknown option '%s'"):format(fname, tostring(k)), 3)
+    end
+  end
+  if opts.handler == nil then error(("tycho.http.%s: handler is required"):format(fname), 3) end
+  local ok, err = pcall(hc.config, opts)
+  if not ok then error((tostring(err):gsub("^tycho%.http:", "tycho.http." .. fname .. ":")), 3) end
+  local function number(k, lo)
+    local v = opts[k]
+    if v ~= nil and (type(v) ~= "number" or v ~= v or v < lo) then
+      error(("tycho.http.%s: %s must be a number >= %d"):format(fname, k, lo), 3)
+    end
+  end
+  number("max_connections", 1)
+  number("backlog", 1)
+  local st = opts.send_timeout
+  if st ~= nil and (type(st) ~= "number" or st == 0 or st ~= st) then
+    error(("tycho.http.%s: send_timeout must be a number of seconds > 0 (or -1 for none)")
+      :format(fname), 3)
+  end
+end
+
+-- Copies the options that travel to the acceptors (not the handler).
+local function plain_options(opts)
+  local o = {}
+  for k, v in pairs(opts) do if k ~= "handler" then o[k] = v end end
+  return o
+end
+
+-- Listens, starts the acceptors and their supervisor.
+local function start(opts, fname)
+  check_options(opts, fname)
+  local spec = pack_handler(opts.handler, fname)
+  local l, err = tycho.tcp.listen{ host = opts.host or "127.0.0.1", port = opts.port or 8080,
+    backlog = opts.backlog or 4096 }
+  if not l then return nil, err end
+  local workers = tycho.stats().workers
+  local o = plain_options(opts)
+  local s = setmetatable({ listener = l, spec = spec, opts = o, open = true, by_pid = {} }, Server)
+  s.host, s.port = l:getsockname()
+  s.gauge = hc.gauge_new(opts.max_connections or 512 * workers)
+  -- The supervisor first (the acceptors report to it), the acceptors next;
+  -- it runs once this coroutine waits below, and monitors them itself
+  -- (monitors belong to the fork that makes them; one of an acceptor gone
+  -- already answers at once).
+  s.supervisor = tycho.fork(supervise, s)
+  for w = 1, workers do spawn_acceptor(s, w) end
+  local ok, why = tycho.call_timeout(30, s.supervisor, "started?")
+  if not ok then
+    s:close()
+    error(("tycho.http.%s: the server could not start on every worker: %s")
+      :format(fname, tostring(why)), 3)
+  end
+  return s
+end
+
+--- Blocks until the server is closed (by srv:close() from another fork of
+-- its actor, or its acceptors all ended). Returns true.
+function Server:wait()
+  while true do
+    local ok, err = tycho.call_timeout(3600, self.supervisor, "wait")
+    if ok or err ~= "timeout" then return true end
+  end
+end
+
+--- Stops accepting and ends every acceptor and the connections they serve.
+function Server:close()
+  if not self.open then return true end
+  self.open = false
+  self.listener:close()
+  hc.gauge_free(self.gauge)
+  return true
+end
+
+--- Open connections (over every worker).
+function Server:connections()
+  return hc.gauge_count(self.gauge) or 0
+end
+
+--- Starts a server and returns it without waiting: srv.host, srv.port (the
+-- bound one: port 0 picks a free port), srv:close(), srv:wait(). Returns
+-- nil, err when the address cannot be bound ("addrinuse", "badhost" ...).
+-- The server belongs to the calling actor: it closes when that actor ends.
+function http.listen(opts)
+  return start(opts, "listen")
+end
+
+--- Listens and serves until the server is closed; nil, err when the
+-- address cannot be bound.
+function http.serve(opts)
+  local s, err = start(opts, "serve")
+  if not s then return nil, err end
+  return s:wait()
+end
+
+-- ---- helpers -----------------------------------------------------------------------
+
+local function unescape(s)
+  s = s:gsub("+", " ")
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+--- "a=1&b=x%20y&a=2" -> {a = {"1", "2"}, b = "x y"} (a name given several
+-- times gets an array; a name without "=" gets true).
+function http.parse_query(q)
+  local t = {}
+  if not q then return t end
+  for pair in q:gmatch("[^&]+") do
+    local k, v = pair:match("^([^=]*)=(.*)$")
+    if k then k, v = unescape(k), unescape(v) else k, v = unescape(pair), true end
+    local old = t[k]
+    if old == nil then t[k] = v
+    elseif type(old) == "table" then old[#old + 1] = v
+    else t[k] = { old, v } end
+  end
+  return t
+end
+
+--- The Date header value now (cached per second).
+http.date = hc.date
+
+return http
