@@ -480,28 +480,62 @@ static void push_headers(lua_State *L, hparser *p) {
     }
     lua_rawset(L, -3);
   }
-  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, lua_upvalueindex(1)); /* UV_HDR_MT */
   lua_setmetatable(L, -2);
+}
+
+/* The C functions' upvalues: the headers metatable, then the strings the
+ * request and response tables use as keys and values, interned once (a
+ * lua_setfield would hash its key on every call). */
+enum {
+  UV_HDR_MT = 1, UV_METHOD, UV_PATH, UV_QUERY, UV_VERSION, UV_HEADERS, UV_BODY,
+  UV_STATUS, UV_V11, UV_V10, UV_METHODS, UV_COUNT = UV_METHODS
+};
+static const char *const uv_strings[] = {"method", "path", "query", "version",
+                                         "headers", "body", "status", "1.1",
+                                         "1.0"};
+
+#define UV(i) lua_upvalueindex(i)
+
+/* Pushes the interned key; the caller pushes its value and calls
+ * lua_rawset(L, -3) (no lua_insert on the way). */
+static void key(lua_State *L, int k) { lua_pushvalue(L, UV(k)); }
+
+/* Pushes the method's name: one interned string per method (upvalue
+ * table, filled on first use). */
+static void push_method(lua_State *L, uint8_t m) {
+  lua_rawgeti(L, UV(UV_METHODS), m);
+  if (!lua_isnil(L, -1)) return;
+  lua_pop(L, 1);
+  lua_pushstring(L, llhttp_method_name((llhttp_method_t)m));
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, UV(UV_METHODS), m);
 }
 
 static void push_request(lua_State *L, hparser *p) {
   lua_createtable(L, 0, 6);
-  lua_pushstring(L, llhttp_method_name((llhttp_method_t)p->method));
-  lua_setfield(L, -2, "method");
+  key(L, UV_METHOD);
+  push_method(L, p->method);
+  lua_rawset(L, -3);
   const char *u = p->in + p->url.off;
   const char *q = memchr(u, '?', p->url.len);
+  key(L, UV_PATH);
   lua_pushlstring(L, u, q ? (size_t)(q - u) : p->url.len);
-  lua_setfield(L, -2, "path");
+  lua_rawset(L, -3);
   if (q) {
+    key(L, UV_QUERY);
     lua_pushlstring(L, q + 1, p->url.len - (size_t)(q + 1 - u));
-    lua_setfield(L, -2, "query");
+    lua_rawset(L, -3);
   }
-  lua_pushstring(L, p->minor ? "1.1" : "1.0");
-  lua_setfield(L, -2, "version");
+  key(L, UV_VERSION);
+  lua_pushvalue(L, UV(p->minor ? UV_V11 : UV_V10));
+  lua_rawset(L, -3);
+  key(L, UV_HEADERS);
   push_headers(L, p);
-  lua_setfield(L, -2, "headers");
+  lua_rawset(L, -3);
+  key(L, UV_BODY);
   lua_pushlstring(L, p->body ? p->body : "", p->body_len);
-  lua_setfield(L, -2, "body");
+  lua_rawset(L, -3);
 }
 
 /* ---- responses ------------------------------------------------------------------ */
@@ -557,8 +591,12 @@ static void put_simple(hparser *p, int status, bool keep) {
 
 /* Token characters of RFC 9110 (header names). */
 static bool is_tchar(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
+  static const uint64_t map[4] = {
+      /* 0-63: ! # $ % & ' * + - . 0-9 */
+      0x03ff6cfa00000000ull,
+      /* 64-127: A-Z ^ _ ` a-z | ~ */
+      0x57ffffffc7fffffeull, 0, 0};
+  return (map[c >> 6] >> (c & 63)) & 1;
 }
 
 static const char *check_header(const char *k, size_t kl, const char *v,
@@ -658,9 +696,12 @@ static const char *put_response(lua_State *L, hparser *p, int ri, int bi) {
   const char *err = NULL;
   switch (lua_type(L, ri)) {
   case LUA_TTABLE:
-    lua_getfield(L, ri, "status");
-    lua_getfield(L, ri, "headers");
-    lua_getfield(L, ri, "body");
+    lua_pushvalue(L, UV(UV_STATUS));
+    lua_rawget(L, ri);
+    lua_pushvalue(L, UV(UV_HEADERS));
+    lua_rawget(L, ri);
+    lua_pushvalue(L, UV(UV_BODY));
+    lua_rawget(L, ri);
     hi = top + 2;
     bi = top + 3;
     err = get_status(L, top + 1, &status);
@@ -1078,10 +1119,13 @@ void lt_open_http(lua_State *L) {
       {"gauge_enter", l_gauge_enter}, {"gauge_count", l_gauge_count},
       {"gauge_free", l_gauge_free},   {NULL, NULL}};
   lua_newtable(L);
-  /* Every function gets the headers metatable as upvalue 1. */
+  /* The upvalues of every function (UV_*). */
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, l_headers_index);
   lua_setfield(L, -2, "__index");
-  luaL_openlib(L, NULL, funcs, 1);
+  for (size_t i = 0; i < sizeof uv_strings / sizeof *uv_strings; i++)
+    lua_pushstring(L, uv_strings[i]);
+  lua_createtable(L, 64, 0); /* method names */
+  luaL_openlib(L, NULL, funcs, UV_COUNT);
   lua_setfield(L, -2, "_http");
 }

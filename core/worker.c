@@ -671,7 +671,8 @@ static bool work_visible(ty_worker *w) {
 }
 
 /*
- * Before parking, an idle worker watches for work for up to spin_ns: a
+ * Before parking, an idle worker watches for work (and polls its I/O) for up
+ * to spin_ns: a
  * message from another core then costs a cache-line transfer (~0.2 us)
  * instead of a sleep and an eventfd wake (~10-20 us). Only loads: a spinner
  * that sees stealable work must first become a searcher (at most half the
@@ -689,7 +690,12 @@ static bool spin_for_work(ty_worker *w) {
     /* relaxed: a hint; the park path re-reads it after its fence. */
     if (atomic_load_explicit(&w->rt->stopping, memory_order_relaxed))
       return false;
-    if ((i & 31) == 0 && ty__now_ns() > until) return false;
+    if ((i & 31) == 0) {
+      /* I/O completions count as work too: without this a spinning worker
+       * would sit on a ready socket for the whole spin. */
+      if (ty__io_wait(w->io, 0) > 0 && (w->ready.head || w->lifo)) return true;
+      if (ty__now_ns() > until) return false;
+    }
     if ((i & 255) == 0) sched_yield();
     else ty__cpu_relax();
   }

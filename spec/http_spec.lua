@@ -542,6 +542,20 @@ for _, io in ipairs{ "uring", "epoll" } do
         assert.same({ "0123456789", "413 closed", "413 closed", 413 }, r)
       end)
 
+      it("drains what the client still sends after a 413, so the response is not lost to a reset", function()
+        local r = serve(function() local port, srv = require("support.http_client").serve{ max_body_size = 10, handler = function() return "x" end }
+          local C = require "support.http_client"
+          local c = C.connect(port)
+          local body = ("z"):rep(512 * 1024)
+          -- Head and body in one go: the server refuses after the head,
+          -- while the body is still on its way.
+          assert(c:write("POST / HTTP/1.1\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body))
+          local res = assert(C.read_response(c))
+          return { res.status, res.headers.connection, (C.wait_close(c)) }
+        end)
+        assert.same({ 413, "close", "closed" }, r)
+      end)
+
       it("takes 1 MiB bodies by default and refuses more", function()
         local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req) return tostring(#req.body) end }
           local C = require "support.http_client"
@@ -722,6 +736,80 @@ for _, io in ipairs{ "uring", "epoll" } do
     end)
   end)
 end
+
+describe("http parser (tycho.core._http, no sockets)", function()
+  local hc = core._http
+
+  -- Feeds a byte stream in pieces; answers each request; returns the
+  -- requests' "METHOD path body" and whether the connection ended.
+  local function drive(cfg, stream, piece)
+    local p = hc.parser(cfg)
+    local seen, ended, pos = {}, false, 1
+    while pos <= #stream and not ended do
+      local out, req = hc.feed(p, stream:sub(pos, pos + piece - 1))
+      pos = pos + piece
+      while req do
+        seen[#seen + 1] = req.method .. " " .. req.path .. " " .. req.body
+        out, req = hc.respond(p, true, "ok")
+      end
+      ended = req == false
+    end
+    return seen, ended
+  end
+
+  it("gives the same requests whatever the stream's splits", function()
+    local stream = "GET /a?x HTTP/1.1\r\nHost: h\r\n\r\n"
+      .. "POST /b HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+      .. "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n"
+    local cfg = hc.config{}
+    for piece = 1, #stream do
+      local seen, ended = drive(cfg, stream, piece)
+      assert.same({ "GET /a ", "POST /b hello", "POST /c abc" }, seen, "piece " .. piece)
+      assert.is_false(ended)
+    end
+  end)
+
+  it("survives random bytes and mangled requests: a request, more bytes or the end", function()
+    math.randomseed(7)
+    local cfgs = { hc.config{}, hc.config{ max_header_size = 200, max_headers = 4, max_body_size = 20 } }
+    local valid = {
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+      "POST /p?q=1 HTTP/1.1\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: 1\r\n\r\n",
+      "HEAD /h HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+    }
+    for _ = 1, 3000 do
+      local parts = {}
+      for i = 1, math.random(1, 4) do
+        local v = valid[math.random(#valid)]
+        if math.random() < 0.5 then
+          local k = math.random(#v)
+          v = v:sub(1, k - 1) .. string.char(math.random(0, 255)):rep(math.random(1, 300)) .. v:sub(k + 1)
+        end
+        parts[i] = v
+      end
+      local ok, err = pcall(drive, cfgs[math.random(2)], table.concat(parts), math.random(1, 64))
+      assert(ok, err)
+    end
+  end)
+
+  it("answers the limits' statuses itself", function()
+    local function first_status(cfg, stream)
+      local p = hc.parser(hc.config(cfg))
+      local out, req = hc.feed(p, stream)
+      return out and tonumber(out:match("^HTTP/1%.1 (%d+)")), req
+    end
+    assert.same({ 400, false }, { first_status({}, "NOPE / HTTP/1.1\r\n\r\n") })
+    assert.same({ 431, false }, { first_status({ max_header_size = 100 }, "GET / HTTP/1.1\r\nX: " .. ("a"):rep(200)) })
+    assert.same({ 431, false }, { first_status({ max_headers = 1 }, "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n") })
+    assert.same({ 413, false }, { first_status({ max_body_size = 1 }, "POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n") })
+    assert.same({ 505, false }, { first_status({}, "GET / HTTP/2.0\r\n\r\n") })
+    local p = hc.parser(hc.config{})
+    assert.is_nil(hc.expired(p)) -- idle: nothing to answer
+    hc.feed(p, "GET / HT")
+    assert.matches("^HTTP/1%.1 408 Request Timeout\r\n", hc.expired(p))
+  end)
+end)
 
 describe("http helpers", function()
   it("parse_query decodes names and values, repeats into arrays", function()

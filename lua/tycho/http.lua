@@ -1,8 +1,16 @@
 --- tycho.http: an HTTP/1.1 server.
 --
---   tycho.http.serve{host=, port=, handler=f | "module", ...}  -> blocks
---   local srv = tycho.http.listen{...}   -- the same, returns at once:
---   srv.host, srv.port, srv:close(), srv:wait(), srv:connections()
+--   tycho.http.serve{host=, port=, handler=f | "module", ...} -> true (closed)
+--                                                  | nil, err (cannot listen)
+--   local srv = tycho.http.listen{...}   -- the same, but returns at once:
+--   srv.host, srv.port (the bound port: port 0 picks one), srv:wait(),
+--   srv:close(), srv:connections()
+--   tycho.http.parse_query(q) -> table     tycho.http.date() -> Date value
+--
+-- Options: host ("127.0.0.1"), port (8080), backlog (4096), handler
+-- (required), the limits below, server ("tycho": the Server header; false:
+-- none), default_type ("text/plain": Content-Type when the handler gives
+-- none; false: none). An unknown option or a bad value raises.
 --
 -- handler(req) gets a table
 --   req.method   "GET", "POST", ...
@@ -15,8 +23,14 @@
 -- and returns {status=, headers=, body=} (status 200 by default; a header
 -- value may be an array of strings, one line each), or status, body, or a
 -- body string. Content-Length, Date and Server are added (Content-Type:
--- default_type unless given); the connection stays open unless the client
--- or a `Connection: close` header says otherwise.
+-- default_type unless given); Content-Length and Transfer-Encoding given by
+-- the handler are dropped (the framing is the server's); HEAD gets the
+-- headers only, 204 and 304 no body. The connection stays open unless the
+-- request (HTTP/1.0 without keep-alive, Connection: close, CONNECT) or the
+-- handler (a Connection: close header) says otherwise. Pipelined requests
+-- are answered in order; the responses to those already received go out in
+-- one write. Expect: 100-continue gets its 100 Continue. An Upgrade request
+-- is answered as plain HTTP and the connection goes on in HTTP.
 --
 -- Where it runs: one acceptor actor on every worker shares the listener;
 -- each connection it accepts is served by a fork of that acceptor, on that
@@ -25,22 +39,29 @@
 -- tycho.call ...); requests of one connection are answered in order, those
 -- of other connections meanwhile. handler is a function that moves to the
 -- workers as tycho.spawn moves one (no upvalues but modules), or the name
--- of a module returning the function.
+-- of a module returning the function. listen returns once every worker
+-- accepts; an acceptor that ends later (a handler calling tycho.exit ends
+-- it, with the connections it serves) is started again, with a log line.
 --
 -- Limits (nginx's defaults), each an option:
 --   max_header_size 32768 bytes (request line + headers)  -> 431
 --   max_headers     100                                    -> 431
---   max_body_size   1 MiB                                  -> 413
+--   max_body_size   1 MiB (checked on Content-Length first) -> 413
 --   header_timeout  60 s for a whole request head          -> 408
 --   body_timeout    60 s for a whole body                  -> 408
 --   idle_timeout    75 s between requests (keep-alive)     -> closed
 --   send_timeout    60 s for a response to go out          -> closed
---   max_connections 512 per worker, over the whole server  -> 503
+--   max_connections 512 x workers, over the whole server   -> 503
 --   malformed requests -> 400; HTTP versions other than 1.x -> 505
--- Each of these responses closes the connection. Timeouts are seconds; a
--- negative one (or math.huge) disables it. A handler error answers 500 and
+-- Each of these responses closes the connection, after a lingering close
+-- (the client's remaining bytes are read and dropped until it closes, for
+-- at most 30 s), so that a reset does not destroy the response. Timeouts
+-- are seconds; a negative one (or math.huge) disables it. A client that
+-- drips bytes meets the header or body deadline, which counts from the
+-- first byte, however often bytes come. A handler error answers 500 and
 -- writes "tycho.http: <method> <path>: <error and traceback>" to stderr;
--- the connection and the server go on.
+-- the connection and the server go on. srv:close() stops accepting and
+-- ends the open connections at once.
 local tycho = require "tycho"
 local core = require "tycho.core"
 
