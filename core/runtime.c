@@ -21,6 +21,8 @@ void ty_config_init(ty_config *c) {
   c->max_lifo_polls = 3;
   c->gq_interval_seed = 61;
   c->spin_ns = 50000;
+  const char *pin = getenv("TYCHO_PIN");
+  c->pin = pin && *pin == '1';
 }
 
 static unsigned cpu_count(void) {

@@ -128,6 +128,7 @@ typedef struct ty_config {
   uint32_t gq_interval_seed; /* first global queue interval */
   int io;                    /* TY_IO_AUTO, TY_IO_URING or TY_IO_EPOLL */
   uint64_t spin_ns;          /* how long an idle worker looks before parking */
+  bool pin;                  /* pin worker i to CPU i (TYCHO_PIN=1) */
 } ty_config;
 
 /* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
