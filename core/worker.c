@@ -5,12 +5,11 @@
  * LIFO slot (at most max_lifo_polls in a row), the ready queue, the spawn
  * queue, the inject queue (first, every gq_interval ticks), or steal; with
  * nothing to do, park. Every `budget` polls the worker also fires its timers,
- * drains its inbox and (later) polls I/O even when work remains.
+ * drains its inbox and polls I/O even when work remains.
  *
  * Everything here runs on the worker's own thread except ty__worker_unpark.
  */
 #include <errno.h>
-#include <poll.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -551,6 +550,10 @@ static ty_actor *steal(ty_worker *w) {
   for (unsigned k = 0; k < rt->n; k++) {
     unsigned v = (start + k) % rt->n;
     if (v == w->id) continue;
+    /* A lone request stays with its owner, which is running and will start
+     * it soon: it is usually a child its parent is about to talk to, and a
+     * stolen actor stays on the thief for life. */
+    if (ty__spawnq_len(&rt->workers[v].spawnq) < 2) continue;
     uint32_t before = ty__spawnq_len(&w->spawnq);
     ty__node *n = ty__spawnq_steal_into(&rt->workers[v].spawnq, &w->spawnq);
     if (n) {
@@ -595,8 +598,8 @@ static bool has_work(ty_worker *w, bool last_searcher) {
   if (atomic_load_explicit(&rt->stopping, memory_order_relaxed)) return true;
   if (last_searcher) {
     for (unsigned i = 0; i < rt->n; i++)
-      if (i != w->id && ty__spawnq_len(&rt->workers[i].spawnq) > 0)
-        return true;
+      if (i != w->id && ty__spawnq_len(&rt->workers[i].spawnq) > 1)
+        return true; /* what steal() would take (it leaves a lone one) */
   }
   return false;
 }
@@ -659,7 +662,7 @@ static bool work_visible(ty_worker *w) {
       ty__inject_len(&rt->inject))
     return true;
   for (unsigned i = 0; i < rt->n; i++) {
-    if (i == w->id || ty__spawnq_len(&rt->workers[i].spawnq) == 0) continue;
+    if (i == w->id || ty__spawnq_len(&rt->workers[i].spawnq) < 2) continue;
     if (w->searching) return true;
     if (ty__idle_try_search(&rt->idle)) {
       w->searching = true;
