@@ -1,17 +1,8 @@
 -- examples_spec.lua - every script in examples/ runs with build/bin/tycho,
 -- exits 0 and prints what it is meant to, with one worker and with several.
 
-local function repo_root()
-  local src = debug.getinfo(1, "S").source:gsub("^@", "")
-  local dir = src:match("^(.*)/spec/[^/]*$") or "."
-  if dir:sub(1, 1) ~= "/" then
-    local pwd = io.popen("pwd"):read("*l")
-    dir = dir == "." and pwd or pwd .. "/" .. dir
-  end
-  return dir
-end
-
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local H = require "support.helper"
+local repo_root, q = H.repo_root, H.quote
 
 -- Runs an example; returns its exit code and its output (stdout+stderr).
 local function run(workers, example, ...)

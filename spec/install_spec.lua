@@ -7,18 +7,8 @@
 -- luajit with `luarocks path`, and that `luarocks remove` takes it all away.
 -- Building in a copy leaves the checkout's build/ alone. Takes ~10-60 s.
 
--- The checkout's root: this file is <root>/spec/install_spec.lua.
-local function repo_root()
-  local src = debug.getinfo(1, "S").source:gsub("^@", "")
-  local dir = src:match("^(.*)/spec/[^/]*$") or "."
-  if dir:sub(1, 1) ~= "/" then
-    local pwd = io.popen("pwd"):read("*l")
-    dir = dir == "." and pwd or pwd .. "/" .. dir
-  end
-  return dir
-end
-
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local H = require "support.helper"
+local repo_root, q = H.repo_root, H.quote
 
 -- Runs a shell command; returns its exit code and its output (stdout+stderr).
 local function sh(cmd)

@@ -86,6 +86,17 @@ function H.other_worker() return H.this_worker() == 1 and 2 or 1 end
 
 H.launcher = "build/bin/tycho"
 
+-- The checkout's root (absolute): this file is <root>/spec/support/helper.lua.
+function H.repo_root()
+  local src = debug.getinfo(1, "S").source:gsub("^@", "")
+  local dir = src:match("^(.*)/spec/support/[^/]*$") or "."
+  if dir:sub(1, 1) ~= "/" then
+    local pwd = io.popen("pwd"):read("*l")
+    dir = dir == "." and pwd or pwd .. "/" .. dir
+  end
+  return dir
+end
+
 -- Runs the launcher with the given argument string.
 function H.tycho(args, env)
   return H.sh((env or "") .. " " .. H.launcher .. " " .. args)
