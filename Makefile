@@ -22,17 +22,22 @@ LUA_LIBS    = -lluajit-5.1
 BUILD   ?= build
 SAN     ?=
 
-LUA_SRC   = core/ltycho.c core/lactor.c core/lnames.c core/lfn.c core/codec.c core/lnet.c core/lpool.c core/ltcp.c core/lhttp.c
-MAIN_SRC  = core/main.c
-CORE_SRC  = $(filter-out $(LUA_SRC) $(MAIN_SRC),$(wildcard core/*.c))
+# Sources are found by folder (docs/architecture.md). The core (no Lua) is
+# a static library that the C tests link; the binding folders and the module
+# opener make the Lua module, and the launcher adds main.c.
+CORE_DIRS = base io sched pool
+BIND_DIRS = lua net cluster
+CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard core/$(d)/*.c))
+BIND_SRC  = $(foreach d,$(BIND_DIRS),$(wildcard core/$(d)/*.c)) core/cmd/module.c
+MAIN_SRC  = core/cmd/main.c
 TEST_SRC  = $(wildcard core/test/*.c)
 
 CORE_OBJ  = $(CORE_SRC:core/%.c=$(BUILD)/core/%.o)
-LUA_OBJ   = $(LUA_SRC:core/%.c=$(BUILD)/core/%.o)
+LUA_OBJ   = $(BIND_SRC:core/%.c=$(BUILD)/core/%.o)
 TEST_OBJ  = $(TEST_SRC:core/test/%.c=$(BUILD)/test/%.o)
 
-CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS)
-HEADERS    = $(wildcard core/*.h core/test/*.h)
+CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS) -Icore
+HEADERS    = $(wildcard core/*/*.h core/test/*.h)
 
 # llhttp (tycho.http's parser), compiled from the node-llhttp package's
 # sources in place; they are generated code with unused parameters.
@@ -44,11 +49,14 @@ LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp
 
 all: $(BUILD)/tycho-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 
+# Only the binding and the launcher see Lua's headers (scripts/layers.sh
+# checks the rest of the layering).
 $(BUILD)/core/%.o: core/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(OBJ_CFLAGS) -c $< -o $@
 
-$(BUILD)/core/lhttp.o: LUA_CFLAGS += -I$(LLHTTP_INC)
+$(LUA_OBJ) $(BUILD)/core/cmd/main.o: OBJ_CFLAGS = $(LUA_CFLAGS) -I$(LLHTTP_INC)
+
 
 $(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c Makefile
 	@mkdir -p $(dir $@)
@@ -56,7 +64,7 @@ $(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c Makefile
 
 $(BUILD)/test/%.o: core/test/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Icore -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(BUILD)/libtycore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -70,12 +78,12 @@ $(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LDLIBS)
 
-$(BUILD)/bin/tycho: $(BUILD)/core/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
+$(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
 
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
-	$(CC) $(CFLAGS_ALL) -DNDEBUG -Icore -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
 
 TY_TEST_SCALE ?= 1
 ctest: $(BUILD)/tycho-tests

@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "sched/ty.h"
 
 #define SPAWN_N 100000
 #define PINGPONG_N 1000000L

@@ -3,20 +3,19 @@
 --   build/bin/tycho examples/echo.lua [port]
 --
 -- Listens on 127.0.0.1:port (default 8080; 0 picks a free port) and prints
--- "echo: listening on HOST:PORT". One acceptor actor runs on every worker:
--- the listener is shared, each worker keeps an accept armed on it, and a
--- new connection goes to the first worker free to take it. Each
+-- "echo: listening on HOST:PORT". A few acceptor actors share the listener
+-- (each worker where one of them waits keeps an accept armed on it, and a
+-- new connection goes to the acceptor that has waited longest). Each
 -- connection gets an actor of its own (the connection moves to it), which
 -- echoes bytes as they come until the client closes (or stays silent for
 -- the default read timeout, 60 s).
 --
 -- Try it: nc 127.0.0.1 8080
 local tycho = require "tycho"
-local core = require "tycho.core"
 
 local port = tonumber(arg and arg[1]) or 8080
 
--- Runs on every worker; the functions it spawns carry no upvalues.
+-- An acceptor; the functions it spawns carry no upvalues but modules.
 local function acceptor(l)
   local tycho = require "tycho"
   local function serve(c)
@@ -41,9 +40,8 @@ local host, bound = l:getsockname()
 print(("echo: listening on %s:%d"):format(host, bound))
 io.stdout:flush()
 
--- core._spawn_at places an actor on a given worker (1-based): one acceptor
--- per worker, rather than wherever placement would put them.
-for w = 1, tycho.stats().workers do core._spawn_at(w, acceptor, l) end
+-- Two acceptors per worker: placement spreads them as the workers get busy.
+for _ = 1, 2 * tycho.stats().workers do tycho.spawn(acceptor, l) end
 
 -- The listener lives while this actor does: wait (Ctrl-C ends the run).
 while true do tycho.recv() end

@@ -5,7 +5,7 @@
 -- Serves on 127.0.0.1:port (default 8080; 0 picks a free port) and prints
 -- "http_hello: listening on HOST:PORT":
 --   GET /      -> "Hello, World!" (text/plain)
---   GET /json  -> {"message":"Hello, World!","runtime":"tycho","version":...,"worker":N}
+--   GET /json  -> {"message":"Hello, World!","runtime":"tycho","version":...,"pid":N}
 --   otherwise  -> 404
 -- tycho.http runs an acceptor on every worker; the handler below moves to
 -- each of them (its only upvalue is a module), and each connection is
@@ -14,7 +14,6 @@
 -- Try it: curl -i http://127.0.0.1:8080/json
 --         wrk -t2 -c64 -d5s http://127.0.0.1:8080/
 local tycho = require "tycho"
-local core = require "tycho.core"
 
 local port = tonumber(arg and arg[1]) or 8080
 
@@ -25,7 +24,7 @@ local function handler(req)
   elseif req.path == "/json" then
     return { status = 200, headers = { ["Content-Type"] = "application/json" },
              body = tycho.json.encode{ message = "Hello, World!", runtime = "tycho",
-                                       version = core.version, worker = core._worker() } }
+                                       version = tycho.version, pid = tycho.self() } }
   end
   return 404, "not found\n"
 end

@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "inject.h"
+#include "sched/inject.h"
 #include "test.h"
 
 typedef struct {

@@ -19,8 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "runtime.h"
+#include "io/io.h"
+#include "sched/ty.h"
 #include "test.h"
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -120,7 +120,7 @@ typedef struct harness {
 static int open_io(harness *h, int kind, const ty__io_opts *o) {
   h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (h->efd < 0) return -1;
-  int err = ty__io_new_ex(NULL, h->efd, kind, o, &h->io);
+  int err = ty__io_new_ex(h->efd, kind, o, &h->io);
   if (err) return err;
   return ty__io_kind(h->io) == kind ? 0 : -1;
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mesh.h"
+#include "sched/mesh.h"
 #include "test.h"
 
 typedef struct {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pool.h"
+#include "pool/pool.h"
 #include "test.h"
 
 static void sleep_ms(long ms) {

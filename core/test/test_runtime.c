@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "sched/ty.h"
 #include "test.h"
 
 typedef struct cact cact;

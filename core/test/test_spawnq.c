@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "spawnq.h"
+#include "sched/spawnq.h"
 #include "test.h"
 
 #define STAMP 0x5EEDF00DCAFEULL

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "test.h"
-#include "timer.h"
+#include "sched/timer.h"
 
 #define MS_HOUR (3600ull * 1000)
 

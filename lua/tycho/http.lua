@@ -196,10 +196,7 @@ end
 local LINGER_QUIET, LINGER_MAX = 5, 30
 
 local function linger(c)
-  -- TODO(ltcp): conn:shutdown("send") once tycho.tcp has it; the
-  -- descriptor comes from tostring(conn) meanwhile.
-  local fd = tonumber(tostring(c):match("%(fd (%d+)%)"))
-  if not fd or not hc.shutdown_send(fd) then return end
+  if not c:shutdown("send") then return end
   local deadline = tycho.now() + LINGER_MAX
   while true do
     local left = deadline - tycho.now()

@@ -8,21 +8,20 @@ for k, v in pairs(core) do
   if k:sub(1, 1) ~= "_" then tycho[k] = v end
 end
 
--- tycho.tcp.connect takes host names: they are resolved on the blocking pool
--- (getaddrinfo blocks), IPv4 first, so that no worker ever waits on DNS.
-if core.tcp and core.resolve and not core.tcp._connect_numeric then
-  local connect, resolve = core.tcp.connect, core.resolve
-  core.tcp._connect_numeric = connect
-  core.tcp.connect = function(host, port, timeout)
+-- tycho.tcp is core.tcp whose connect also takes host names: they are
+-- resolved on the blocking pool (getaddrinfo blocks), IPv4 first, so that no
+-- worker ever waits on DNS.
+local connect, resolve = core.tcp.connect, core.resolve
+tycho.tcp = setmetatable({
+  connect = function(host, port, timeout)
     if type(host) == "string" and not host:find("^[%d.]+$") and not host:find(":", 1, true) then
       local addr = resolve(host, "inet") or resolve(host, "any")
       if not addr then return nil, "badhost" end
       host = addr
     end
     return connect(host, port, timeout)
-  end
-  tycho.tcp = core.tcp
-end
+  end,
+}, { __index = core.tcp })
 
 -- tycho.http, tycho.json, ... are lua/tycho/<name>.lua, loaded when touched.
 return setmetatable(tycho, {

@@ -22,8 +22,8 @@
 #include <lualib.h>
 
 #include "../test.h"
-#include "codec.h"
-#include "common.h"
+#include "lua/codec.h"
+#include "base/common.h"
 
 static lua_State *L;
 static ty__buf B;

@@ -1,0 +1,177 @@
+/*
+ * main.c - the `tycho` launcher: runs a Lua script as the main actor.
+ *
+ *   tycho [--workers N] [--io uring|epoll] script.lua [args...]
+ *
+ * It embeds LuaJIT and this copy of the core, and finds tycho's Lua modules
+ * relative to its own location: <prefix>/share/lua/5.1 when installed as
+ * <prefix>/bin/tycho, or the source tree's lua/ when run from build/bin.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <luajit.h>
+#include <lualib.h>
+
+#include "io/io.h"
+#include "lua/lrun.h"
+#include "module.h"
+
+static volatile sig_atomic_t g_signal;
+
+/* The first SIGINT/SIGTERM asks tycho.run to stop the runtime (every actor
+ * is destroyed, its resources closed) and the launcher then exits with
+ * 128 + signal. A second one exits at once, for a script stuck in a loop
+ * that never yields (the stop waits for each actor's next yield). */
+static void on_signal(int sig) {
+  if (g_signal) _exit(128 + sig);
+  g_signal = sig;
+  lt_interrupt();
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tycho [options] script.lua [args...]\n"
+          "Runs script.lua as the main actor of a tycho runtime.\n\n"
+          "options:\n"
+          "  --workers N     worker threads (default: one per CPU, or "
+          "TYCHO_WORKERS)\n"
+          "  --io KIND       I/O backend: uring or epoll (default: uring when "
+          "available, or TYCHO_IO)\n"
+          "  --version       print the version and exit\n"
+          "  --help          print this help and exit\n");
+}
+
+static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
+
+/* Prepends tycho's module directories to package.path / package.cpath. */
+static void set_paths(lua_State *L) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return;
+  *slash = 0; /* exe is now the binary's directory */
+  char probe[PATH_MAX + 64], path[3 * PATH_MAX + 256], cpath[PATH_MAX + 64];
+  /* An installed tree first (a rock tree may sit inside a checkout), then
+   * the source tree's lua/ when run as build/bin/tycho. */
+  snprintf(probe, sizeof probe, "%s/../share/lua/5.1/tycho/init.lua", exe);
+  bool installed = file_exists(probe);
+  snprintf(probe, sizeof probe, "%s/../../lua/tycho/init.lua", exe);
+  if (!installed && file_exists(probe)) {
+    snprintf(path, sizeof path, "%s/../../lua/?.lua;%s/../../lua/?/init.lua;",
+             exe, exe);
+    snprintf(cpath, sizeof cpath, "%s/../lib/?.so;", exe);
+  } else {
+    snprintf(path, sizeof path,
+             "%s/../share/lua/5.1/?.lua;%s/../share/lua/5.1/?/init.lua;", exe,
+             exe);
+    snprintf(cpath, sizeof cpath, "%s/../lib/lua/5.1/?.so;", exe);
+  }
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushstring(L, path);
+  lua_insert(L, -2);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_getfield(L, -1, "cpath");
+  lua_pushstring(L, cpath);
+  lua_insert(L, -2);
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "cpath");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_tycho_core);
+  lua_setfield(L, -2, "tycho.core");
+  lua_pop(L, 2);
+}
+
+static int parse_workers(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < 1 || v > TY_MAX_WORKERS) {
+    fprintf(stderr, "tycho: --workers wants an integer from 1 to %d, not "
+                    "'%s'\n", TY_MAX_WORKERS, s);
+    exit(2);
+  }
+  return (int)v;
+}
+
+static int parse_io(const char *s) {
+  int kind = ty__io_kind_parse(s);
+  if (kind < 0) {
+    fprintf(stderr, "tycho: --io wants uring, epoll or auto, not '%s'\n", s);
+    exit(2);
+  }
+  return kind;
+}
+
+int main(int argc, char **argv) {
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--version")) {
+      printf("tycho %s (%s)\n", TYCHO_VERSION, LUAJIT_VERSION);
+      return 0;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--workers") && i + 1 < argc) {
+      lt_g.workers = (unsigned)parse_workers(argv[++i]);
+    } else if (!strncmp(a, "--workers=", 10)) {
+      lt_g.workers = (unsigned)parse_workers(a + 10);
+    } else if (!strcmp(a, "--io") && i + 1 < argc) {
+      lt_g.io = parse_io(argv[++i]);
+    } else if (!strncmp(a, "--io=", 5)) {
+      lt_g.io = parse_io(a + 5);
+    } else if (!strcmp(a, "--")) {
+      i++;
+      break;
+    } else {
+      fprintf(stderr, "tycho: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (i >= argc) {
+    usage(stderr);
+    return 2;
+  }
+  lt_g.argc = argc - i;
+  lt_g.argv = argv + i;
+  lt_g.opener = luaopen_tycho_core;
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  set_paths(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tycho.core");
+  if (lua_pcall(L, 1, 1, 0)) {
+    fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  lua_getfield(L, -1, "_run_file");
+  for (int k = i; k < argc; k++) lua_pushstring(L, argv[k]);
+  int status = 0;
+  if (lua_pcall(L, argc - i, 0, 0)) {
+    if (g_signal) {
+      status = 128 + g_signal;
+    } else {
+      fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
+      status = 1;
+    }
+  }
+  lua_close(L);
+  return status;
+}

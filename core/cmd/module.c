@@ -1,0 +1,31 @@
+/*
+ * module.c - luaopen_tycho_core, the `tycho.core` module: the functions of
+ * every binding folder in one table (core/lua: actors and messages, run and
+ * config, the blocking pool; core/net: tcp and http). It sits above them all
+ * so that no folder below needs to know the others (docs/architecture.md).
+ */
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "lua/lapi.h"
+#include "lua/lpool.h"
+#include "lua/lrun.h"
+#include "net/lhttp.h"
+#include "module.h"
+#include "net/lnet.h"
+
+int luaopen_tycho_core(lua_State *L) {
+  /* This copy of the core answers require "tycho.core" in the worker and
+   * pool states too (lt_set_paths). */
+  if (!lt_g.opener) lt_g.opener = luaopen_tycho_core;
+  lua_newtable(L);
+  lt_open_api(L);
+  lt_open_proc(L);
+  lt_open_run(L);
+  lt_open_pool(L);
+  lt_open_net(L);
+  lt_open_http(L);
+  lua_pushliteral(L, TYCHO_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

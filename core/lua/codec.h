@@ -1,0 +1,102 @@
+/*
+ * codec.h - the message codec: Lua values <-> bytes.
+ *
+ * Messages between actors are copied (docs/architecture.md): nil, booleans,
+ * numbers, strings and tables of those; pids are plain numbers. A message
+ * that crosses workers is encoded into bytes on the sender's Lua state and
+ * decoded on the receiver's; one between actors of the same worker is deep
+ * copied in place (ty__codec_copy), with exactly the errors encode+decode
+ * would give, so an actor cannot tell where its peer lives.
+ *
+ * Semantics shared by the three operations:
+ *  - a table cycle is an error; a sub-table referenced twice (shared but not
+ *    cyclic) becomes two independent copies, as the receiver has no way to
+ *    share memory with the sender anyway;
+ *  - metatables are not copied; array elements keep their order, including
+ *    nil holes below the length (lua_objlen);
+ *  - at most TY_CODEC_MAX_DEPTH nested tables (a top-level table is level 1);
+ *  - errors name the value's stack index ("argument N"; in a C function that
+ *    is its argument number) and its path, e.g. "at .handlers[3].cb".
+ *
+ * Wire format (little-endian, independent of the host; see codec.c):
+ *   0x00 nil   0x01 false   0x02 true
+ *   0x03 int32 (4 bytes)    0x04 double (8 bytes)
+ *   0x05 string: varint length, bytes
+ *   0x06 table: varint narr, u32 nhash, narr values, nhash key/value pairs
+ *   0x07 handle: u64 token (only with hooks installed; see below)
+ *   0x40..0x7f string of 0..63 bytes    0x80..0xff integer 0..127
+ * A buffer holds a sequence of values; concatenated encodings decode to the
+ * concatenated value lists.
+ */
+#ifndef TY_CODEC_H
+#define TY_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "base/buf.h"
+
+#define TY_CODEC_MAX_DEPTH 100
+
+/*
+ * Handles: userdata that the binding lets travel (a connection moves to the
+ * receiver, a listener is shared). The codec knows no userdata itself; the
+ * binding installs one set of hooks for the process, and then
+ *  - encode asks `encode` about each userdata value: 0 and a token (written
+ *    as tag 0x07), 1 when it is not a handle (the usual "cannot copy a
+ *    userdata" error), or -1 with a message (the error names the path);
+ *  - after an encode in which `encode` returned 0 at least once, `done`
+ *    says whether the whole encode succeeded (the handles now travel) or
+ *    failed (they stay with the sender);
+ *  - decode of tag 0x07 calls `decode`, which pushes one value, or returns
+ *    -1 (an unknown token: the message is malformed);
+ *  - ty__codec_release calls `drop` for each handle of a message that will
+ *    never be decoded (it reached nobody), so the handle is released now.
+ * Without hooks tag 0x07 is a bad tag. ty__codec_copy refuses userdata
+ * whatever the hooks: a same-state copy cannot know who receives a handle.
+ */
+typedef struct ty__codec_hooks {
+  int (*encode)(lua_State *L, int idx, uint64_t *token, char *err,
+                size_t errlen);
+  int (*decode)(lua_State *L, uint64_t token);
+  void (*done)(lua_State *L, bool ok);
+  void (*drop)(uint64_t token);
+} ty__codec_hooks;
+
+/* Installs the hooks (process-wide; any thread, idempotent). */
+void ty__codec_set_hooks(const ty__codec_hooks *h);
+
+/* Appends the encoding of the n stack values starting at index `first` to
+ * buf. Returns 0, or -1 with a NUL-terminated message in err: an unsupported
+ * type, naming the type and the path ("cannot copy a function (argument 2,
+ * at .handlers[3].cb)"), a table cycle ("cannot copy a cycle (argument 1, at
+ * .self)"), nesting deeper than TY_CODEC_MAX_DEPTH, or an encoding larger
+ * than max_bytes (checked as it grows; SIZE_MAX for no limit). Never raises a
+ * Lua error (short of running out of memory), leaves the Lua stack as it
+ * was, and leaves buf->len unchanged on failure. */
+int ty__codec_encode(lua_State *L, int first, int n, ty__buf *buf,
+                     size_t max_bytes, char *err, size_t errlen);
+
+/* Pushes every value encoded in data[0..len) and returns how many; on
+ * malformed input (truncated, bad tag, bad lengths, too deep, nil or NaN
+ * table keys) or too many values for the Lua stack, pushes nothing and
+ * returns -1 with err. Safe on arbitrary bytes. */
+int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
+                     size_t errlen);
+
+/* Releases the handles inside an encoded message that will never be decoded
+ * (through the hooks' drop); does nothing for a message without handles.
+ * Needs no Lua state: any thread. */
+void ty__codec_release(const char *data, size_t len);
+
+/* Same-state deep copy with the semantics and errors of encode+decode
+ * (max_bytes limits the size the encoding would have): pushes copies of the
+ * n values at `first` and returns n, or returns -1 with err and pushes
+ * nothing. */
+int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes,
+                   char *err, size_t errlen);
+
+#endif

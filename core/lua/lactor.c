@@ -1,0 +1,400 @@
+/*
+ * lactor.c - the life of a Lua actor: what it keeps (links, monitors, calls
+ * owed, forks), its start on a worker and every resume. Its end and the
+ * signals that cause it are in lexit.c.
+ *
+ * Blocking API functions (recv, call, sleep) are C functions that record what
+ * the actor waits for, arm the core's wait and `return lua_yield(L, 0)`.
+ * When the core resumes the actor, lt_resume pushes the outcome (the message's
+ * values, or nil + "timeout") as lua_resume arguments: they become the
+ * results of the C function that yielded.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "lactor.h"
+#include "lrun.h"
+#include "lstate.h"
+
+#define MAX_OWED 1024 /* unanswered calls remembered per actor */
+
+/* ---- small containers --------------------------------------------------- */
+
+void lt_pids_add(lt_pids *p, ty_pid pid) {
+  for (uint32_t i = 0; i < p->n; i++)
+    if (p->v[i] == pid) return;
+  if (p->n == p->cap) {
+    size_t cap = p->cap;
+    ty__grow(&p->v, &cap, (size_t)p->n + 1, sizeof *p->v, 2);
+    p->cap = (uint32_t)cap;
+  }
+  p->v[p->n++] = pid;
+}
+
+bool lt_pids_remove(lt_pids *p, ty_pid pid) {
+  for (uint32_t i = 0; i < p->n; i++) {
+    if (p->v[i] == pid) {
+      p->v[i] = p->v[--p->n];
+      return true;
+    }
+  }
+  return false;
+}
+
+void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref) {
+  if (la->nowed == MAX_OWED) { /* the oldest caller times out instead */
+    memmove(la->owed, la->owed + 1, (MAX_OWED - 1) * sizeof *la->owed);
+    la->nowed--;
+  }
+  if (la->nowed == la->capowed) {
+    size_t cap = la->capowed;
+    ty__grow(&la->owed, &cap, (size_t)la->nowed + 1, sizeof *la->owed, 2);
+    la->capowed = (uint32_t)cap;
+  }
+  la->owed[la->nowed++] = (lt_owed){to, ref, false};
+}
+
+int lt_owed_last(const lt_actor *la) {
+  for (uint32_t i = la->nowed; i-- > 0;)
+    if (!la->owed[i].delegated) return (int)i;
+  return -1;
+}
+
+bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
+  for (uint32_t i = la->nowed; i-- > 0;) {
+    if (la->owed[i].to == to && la->owed[i].ref == ref) {
+      memmove(la->owed + i, la->owed + i + 1,
+              (la->nowed - i - 1) * sizeof *la->owed);
+      la->nowed--;
+      return true;
+    }
+  }
+  return false;
+}
+
+lt_actor *lt_actor_new(void) {
+  lt_actor *la = ty__alloc(sizeof *la);
+  memset(la, 0, sizeof *la);
+  la->co_ref = LUA_NOREF;
+  la->fn_ref = LUA_NOREF;
+  return la;
+}
+
+void lt_actor_free(lt_actor *la) {
+  ty__free(la->spawn, la->spawn_len);
+  free(la->links.v);
+  free(la->monitors.v);
+  free(la->owed);
+  free(la->exit_reason);
+  ty__free(la, sizeof *la);
+}
+
+/* ---- forks -------------------------------------------------------------- */
+
+void lt_fork_attach(lt_actor *parent, lt_actor *fork) {
+  fork->parent_la = parent;
+  fork->fork_prev = NULL;
+  fork->fork_next = parent->forks;
+  if (parent->forks) parent->forks->fork_prev = fork;
+  parent->forks = fork;
+}
+
+void lt_fork_detach(lt_actor *fork) {
+  lt_actor *p = fork->parent_la;
+  if (!p) return;
+  if (fork->fork_prev) fork->fork_prev->fork_next = fork->fork_next;
+  else p->forks = fork->fork_next;
+  if (fork->fork_next) fork->fork_next->fork_prev = fork->fork_prev;
+  fork->parent_la = fork->fork_next = fork->fork_prev = NULL;
+}
+
+/* The actor is ending: its forks must not point at it any more. Returns the
+ * list, so that the caller can also signal them. */
+lt_actor *lt_forks_orphan(lt_actor *la) {
+  lt_actor *f = la->forks;
+  la->forks = NULL;
+  for (lt_actor *g = f; g; g = g->fork_next) g->parent_la = NULL;
+  return f;
+}
+
+lt_actor *lt_family_find(lt_actor *la, ty_pid pid) {
+  lt_actor *top = la->parent_la ? la->parent_la : la;
+  if (top->pid == pid) return top;
+  for (lt_actor *f = top->forks; f; f = f->fork_next)
+    if (f->pid == pid) return f;
+  return NULL;
+}
+
+/* ---- sending from C ----------------------------------------------------- */
+
+int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
+                     const void *data, size_t len) {
+  ty_msg *m = ty_msg_new(len);
+  if (len) memcpy(m->data, data, len);
+  m->to = to;
+  m->from = from; /* 0: ty_send fills in the running actor */
+  m->kind = kind;
+  m->ref = ref;
+  int r = ty_send(lt_g.rt, m);
+  if (r) ty_msg_free(m);
+  return r;
+}
+
+int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
+                size_t len) {
+  return lt_send_raw_from(0, to, kind, ref, data, len);
+}
+
+int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
+                  const char *fname) {
+  lt_worker *lw = lt_worker_get();
+  char err[256];
+  ty__buf_reset(&lw->buf);
+  if (ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
+                       sizeof err))
+    return luaL_error(L, "tycho.%s: %s", fname, err);
+  lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
+  return 0;
+}
+
+void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token) {
+  lt_send_raw(to, LT_REPLY_ERR, ref, token, strlen(token));
+}
+
+void lt_send_values(lua_State *L, int n, ty_pid to) {
+  lt_worker *lw = lt_worker_get();
+  char err[256];
+  ty__buf_reset(&lw->buf);
+  if (ty__codec_encode(L, lua_gettop(L) - n + 1, n, &lw->buf, SIZE_MAX, err,
+                       sizeof err) == 0)
+    lt_send_raw(to, LT_MSG, 0, lw->buf.data, lw->buf.len);
+  lua_pop(L, n);
+}
+
+/* ---- resources --------------------------------------------------------- */
+
+void lt_res_add(lt_actor *la, lt_res *r) {
+  r->prev = NULL;
+  r->next = la->resources;
+  if (la->resources) la->resources->prev = r;
+  la->resources = r;
+}
+
+void lt_res_remove(lt_actor *la, lt_res *r) {
+  if (r->prev) r->prev->next = r->next;
+  else if (la->resources == r) la->resources = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->next = r->prev = NULL;
+}
+
+/* ---- start -------------------------------------------------------------- */
+
+/* Pushes the function and arguments of a fork (LT_FN_REF) on co. The table
+ * keeps its count in `n`: arguments may be nil. Returns nargs. */
+static int push_fork_function(lua_State *L, lt_actor *la, lua_State *co) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, la->fn_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, la->fn_ref);
+  la->fn_ref = LUA_NOREF;
+  lua_getfield(L, -1, "n");
+  int n = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_xmove(L, co, 1);
+  luaL_checkstack(co, n + 2, "too many arguments");
+  for (int i = 1; i <= n; i++) lua_rawgeti(co, 1, i);
+  lua_remove(co, 1);
+  return n - 1;
+}
+
+/* Creates the coroutine and pushes function + arguments. Returns nargs, or
+ * -1 with an error message on co's stack. */
+static int start_actor(lt_actor *la) {
+  lt_worker *lw = lt_worker_get();
+  lua_State *L = lw->L;
+  lua_State *co = lua_newthread(L);
+  la->co = co;
+  la->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (la->fn_kind == LT_FN_REF) return push_fork_function(L, la, co);
+  char err[256];
+  if (la->fn_kind != LT_FN_FILE) {
+    if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) return -1;
+    int n = la->spawn_len
+                ? ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err)
+                : 0;
+    ty__free(la->spawn, la->spawn_len); /* no longer needed: keep actors small */
+    la->spawn = NULL;
+    la->spawn_len = 0;
+    if (n < 0) {
+      lua_pushfstring(co, "tycho.spawn: bad spawn request (%s)", err);
+      return -1;
+    }
+    return n;
+  }
+  int n = ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
+  if (n < 1 || luaL_loadfile(co, lua_tostring(co, 1))) {
+    if (n < 1) lua_pushfstring(co, "tycho: bad main request (%s)", err);
+    return -1;
+  }
+  lua_replace(co, 1);
+  return n - 1;
+}
+
+/* ---- resuming ----------------------------------------------------------- */
+
+ty_msg *lt_take_msg(ty_actor *a) {
+  ty_msg *prev = NULL, *m = ty_mbox_first(a);
+  while (m) {
+    ty_msg *next = ty_mbox_next(m);
+    if (m->kind == LT_MSG || m->kind == LT_CALL) {
+      ty_mbox_remove(a, prev, m);
+      return m;
+    }
+    if (m->kind >= TY_MSG_SIGNAL) {
+      prev = m; /* left for process_signals */
+    } else {
+      ty_mbox_remove(a, prev, m); /* a reply that came after its call ended */
+      ty_msg_free(m);
+    }
+    m = next;
+  }
+  return NULL;
+}
+
+/* Waits again for what la->wait describes, keeping the original deadline. */
+static int rewait(ty_actor *a, lt_actor *la, uint64_t ref) {
+  int64_t left = -1;
+  if (la->deadline_ns) {
+    uint64_t now = ty__now_ns();
+    left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
+  }
+  ty_actor_wait(a, left, ref);
+  return -1;
+}
+
+static int push_timeout(lua_State *co) {
+  lua_pushnil(co);
+  lua_pushliteral(co, "timeout");
+  return 2;
+}
+
+static int decode_into(lua_State *co, ty_msg *m) {
+  char err[256];
+  int n = ty__codec_decode(co, m->data, m->len, err, sizeof err);
+  if (n < 0) {
+    lua_pushnil(co);
+    lua_pushfstring(co, "bad message: %s", err);
+    n = 2;
+  }
+  return n;
+}
+
+/* The next ordinary message for recv; a call is remembered as owed until it
+ * is answered. */
+static int wake_recv(ty_actor *a, lt_actor *la) {
+  ty_msg *m = lt_take_msg(a);
+  if (!m) {
+    if (ty_actor_timed_out(a)) return push_timeout(la->co);
+    return rewait(a, la, 0);
+  }
+  if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
+  int n = decode_into(la->co, m);
+  ty_msg_free(m);
+  return n;
+}
+
+static int wake_call(ty_actor *a, lt_actor *la) {
+  ty_msg *prev = NULL;
+  for (ty_msg *m = ty_mbox_first(a); m; prev = m, m = ty_mbox_next(m)) {
+    if (m->ref != la->call_ref ||
+        (m->kind != LT_REPLY && m->kind != LT_REPLY_ERR))
+      continue;
+    ty_mbox_remove(a, prev, m);
+    int n;
+    if (m->kind == LT_REPLY) {
+      n = decode_into(la->co, m);
+    } else {
+      lua_pushnil(la->co);
+      lua_pushlstring(la->co, m->data, m->len);
+      n = 2;
+    }
+    ty_msg_free(m);
+    return n;
+  }
+  if (ty_actor_timed_out(a)) return push_timeout(la->co);
+  return rewait(a, la, la->call_ref);
+}
+
+/* Pushes the results of the API function that yielded; -1: keep waiting. */
+static int wake_args(ty_actor *a, lt_actor *la) {
+  switch (la->wait) {
+  case LT_W_RECV:
+    return wake_recv(a, la);
+  case LT_W_CALL:
+    return wake_call(a, la);
+  case LT_W_SLEEP:
+    if (!ty_actor_timed_out(a)) return rewait(a, la, UINT64_MAX);
+    return 0;
+  case LT_W_YIELD:
+    lua_pushboolean(la->co, 1);
+    return 1;
+  case LT_W_EXT:
+    return la->ext_wake(la->co, a, la, ty_actor_timed_out(a));
+  }
+  return 0;
+}
+
+/* The coroutine yielded: what the worker should do with the actor. */
+static int after_yield(ty_actor *a, lt_actor *la) {
+  if (la->wait == LT_W_NONE) {
+    /* coroutine.yield() straight from the actor: treat it as a yield. */
+    lua_settop(la->co, 0);
+    la->wait = LT_W_YIELD;
+  }
+  if (la->wait == LT_W_YIELD) return TY_YIELD;
+  /* A signal that arrived while it ran (one it sent itself, or one queued
+   * before its start) would not end this wait: run again to handle it; the
+   * wait is then re-armed with its deadline (wake_args). */
+  if (a->mbox.signals) return TY_YIELD;
+  return TY_WAIT;
+}
+
+static int lt_resume(ty_actor *a, void *ud) {
+  (void)ud;
+  lt_actor *la = a->user;
+  /* Signals first, even before the start: a kill sent to a spawn request
+   * must not let it run. */
+  if (a->mbox.signals) {
+    ty_msg *kill = lt_process_signals(a, la);
+    if (kill) {
+      int r = lt_die_now(a, la, kill->data, kill->len);
+      ty_msg_free(kill);
+      return r;
+    }
+  }
+  int nargs;
+  if (!a->started) {
+    la->pid = a->pid;
+    nargs = start_actor(la);
+    if (nargs < 0) return lt_on_error(a, la);
+  } else {
+    nargs = wake_args(a, la);
+    if (nargs < 0) return TY_WAIT;
+  }
+  la->wait = LT_W_NONE;
+  la->deadline_ns = 0;
+  la->ext_wake = NULL;
+  la->ext_cancel = NULL;
+  int st = lua_resume(la->co, nargs);
+  if (la->exit_reason) return lt_exited(a, la);
+  if (st == LUA_YIELD) return after_yield(a, la);
+  if (st == 0) return lt_on_return(a, la);
+  return lt_on_error(a, la);
+}
+
+const ty_actor_ops lt_ops = {
+    .worker_init = lt_state_init,
+    .worker_exit = lt_state_exit,
+    .resume = lt_resume,
+    .destroy = lt_destroy,
+    .undeliverable = lt_undeliverable,
+};

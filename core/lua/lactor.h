@@ -1,0 +1,159 @@
+/*
+ * lactor.h - a Lua actor: a coroutine in its worker's Lua state, plus what
+ * the binding keeps about it (links, monitors, calls owed, forks, resources
+ * it owns). lactor.c starts and resumes it; lexit.c ends it.
+ */
+#ifndef TY_LACTOR_H
+#define TY_LACTOR_H
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "codec.h"
+#include "lfn.h"
+#include "sched/ty.h"
+
+/* Message kinds (ty_msg.kind). */
+enum {
+  LT_MSG = 0,       /* tycho.send */
+  LT_CALL = 1,      /* tycho.call: ref set, reply expected */
+  LT_REPLY = 2,     /* answer to a call (values) */
+  LT_REPLY_ERR = 3, /* the call failed: payload is the error token */
+  /* 0xF0: LT_NUDGE (ltcp.h), wakes an acceptor; recv drops it. Kinds below
+   * TY_MSG_SIGNAL that recv does not know are dropped, never returned. */
+  LT_SIG_EXIT = TY_MSG_SIGNAL, /* a linked actor ended: payload = reason */
+  LT_SIG_KILL,                 /* tycho.kill: payload = reason */
+  LT_SIG_LINK,                 /* from links itself to the receiver */
+  LT_SIG_UNLINK,
+  LT_SIG_MONITOR,              /* from monitors the receiver */
+};
+
+
+/* What a suspended actor waits for. */
+enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD, LT_W_EXT };
+
+typedef struct lt_actor lt_actor;
+
+/* A wait owned by another module (I/O): after a wake or the timeout, ext_wake
+ * pushes the results of the yielded function on co and returns how many, or
+ * re-arms its wait (ty_actor_wait) and returns -1 to keep waiting. It may
+ * also run with nothing completed and timed_out false (a signal such as a
+ * monitor or link woke the actor): that case must re-arm, keeping the
+ * deadline (la->deadline_ns). */
+typedef int (*lt_ext_wake_fn)(lua_State *co, ty_actor *a, lt_actor *la,
+                              bool timed_out);
+
+/* Something an actor owns (a socket): closed when the actor ends, on its
+ * worker. Kept in a list on the actor. */
+typedef struct lt_res {
+  struct lt_res *next, *prev;
+  void (*close)(struct lt_res *r);
+} lt_res;
+
+/* A call received and not answered yet. `delegated`: handed to a
+ * tycho.response() function, so tycho.reply no longer answers it. */
+typedef struct lt_owed {
+  ty_pid to;
+  uint64_t ref;
+  bool delegated;
+} lt_owed;
+
+typedef struct lt_pids {
+  ty_pid *v;
+  uint32_t n, cap;
+} lt_pids;
+
+struct lt_actor {
+  lua_State *co;
+  lt_fn *fn;       /* LT_FN_BYTECODE / LT_FN_MODULE: the shared function */
+  int co_ref;  /* anchors co in the registry (LUA_NOREF before start) */
+  uint8_t fn_kind;
+  uint8_t wait;
+  bool trap_exit;
+  bool is_main;
+  bool end_actor;  /* a fork called tycho.exit: its actor ends too */
+  char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
+  uint32_t spawn_len;
+  int fn_ref;      /* LT_FN_REF: registry ref of a table {n=, f, args...} */
+  uint64_t call_ref;
+  uint64_t deadline_ns; /* of the current wait, 0 for none */
+  ty_pid pid;           /* this actor's (or fork's) own pid, once known */
+  ty_pid parent;        /* a fork's actor (0 for actors) */
+  /* Forks live on their actor's worker, so plain pointers are safe there:
+   * a fork points at its actor while the actor lives (the actor clears it
+   * when it ends), and the actor lists its forks. */
+  lt_actor *parent_la;
+  lt_actor *forks, *fork_next, *fork_prev;
+  lt_pids links, monitors;
+  lt_owed *owed;        /* calls received and not answered yet (a stack) */
+  uint32_t nowed, capowed;
+  char *exit_reason;    /* set by tycho.exit: the actor is ending */
+  size_t exit_len;
+  lt_ext_wake_fn ext_wake; /* LT_W_EXT */
+  void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
+  void *ext_ctx;
+  lt_res *resources;    /* owned, closed at the end */
+};
+
+/* ---- lactor.c ----------------------------------------------------------- */
+
+extern const ty_actor_ops lt_ops;
+lt_actor *lt_actor_new(void);
+void lt_actor_free(lt_actor *la);
+void lt_pids_add(lt_pids *p, ty_pid pid);
+bool lt_pids_remove(lt_pids *p, ty_pid pid);
+void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref);
+bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref);
+/* Index of the most recent call that tycho.reply may answer, or -1. */
+int lt_owed_last(const lt_actor *la);
+/* Sends a reply (values at L[first..first+n)) or an error token. Raises
+ * (fname in the message) when the values cannot be copied. */
+int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
+                  const char *fname);
+void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token);
+/* Sends a message whose payload is raw bytes. */
+int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
+                size_t len);
+/* The same with an explicit sender (a signal sent on behalf of another pid:
+ * the dead actor an undeliverable link came back from). */
+int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
+                     const void *data, size_t len);
+/* Encodes the n values on top of L's stack, pops them and sends them as an
+ * ordinary message (nothing is sent when they cannot be copied). */
+void lt_send_values(lua_State *L, int n, ty_pid to);
+/* The actor of the family (an actor and its forks) of la whose pid is pid,
+ * or NULL. */
+lt_actor *lt_family_find(lt_actor *la, ty_pid pid);
+/* Adds a new fork to the actor it belongs to. */
+void lt_fork_attach(lt_actor *parent, lt_actor *fork);
+void lt_fork_detach(lt_actor *fork);
+/* The actor is ending: its forks no longer point at it. Returns the list. */
+lt_actor *lt_forks_orphan(lt_actor *la);
+/* Takes the first ordinary message (send or call) out of a's mailbox,
+ * leaving signals in place and dropping late replies; NULL if none. */
+ty_msg *lt_take_msg(ty_actor *a);
+/* Resources an actor owns (lt_res_remove is safe to call twice). */
+void lt_res_add(lt_actor *la, lt_res *r);
+void lt_res_remove(lt_actor *la, lt_res *r);
+
+/* ---- lexit.c ------------------------------------------------------------ */
+
+/* Ends the running actor: records the reason in la->exit_reason and raises
+ * an error ("tycho.exit: reason"). A pcall may catch it, but the actor
+ * still ends, at its next wait or its return. */
+int lt_exit_now(lua_State *L, lt_actor *la, const char *reason, size_t len);
+/* What lt_resume returns when the coroutine returned, failed, or called
+ * tycho.exit; and when a signal ends it from outside (TY_DONE). */
+int lt_on_return(ty_actor *a, lt_actor *la);
+int lt_on_error(ty_actor *a, lt_actor *la);
+int lt_exited(ty_actor *a, lt_actor *la);
+int lt_die_now(ty_actor *a, lt_actor *la, const char *reason, size_t len);
+/* Handles every signal in the mailbox; returns a message that kills the
+ * actor (the caller frees it), or NULL. */
+ty_msg *lt_process_signals(ty_actor *a, lt_actor *la);
+/* ty_actor_ops.destroy and .undeliverable. */
+void lt_destroy(ty_actor *a, ty_worker *w, void *ud);
+void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud);
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * lexit.c - the end of a Lua actor: what its monitors, links, forks and
+ * waiting callers are told, the signals that end it (kill, a linked exit),
+ * its destruction, and messages that reached no live actor.
+ */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "lactor.h"
+#include "lnames.h"
+#include "lrun.h"
+#include "lstate.h"
+
+/* ---- the end of an actor ------------------------------------------------ */
+
+/* Tells monitors, links, forks, owed callers and the name table. */
+static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
+                        size_t rlen) {
+  lua_State *L = lt_worker_get()->L;
+  lt_grave_add(ty_worker_id(ty_worker_current()), a->pid, reason, rlen);
+  for (uint32_t i = 0; i < la->monitors.n; i++) {
+    lua_pushliteral(L, "DOWN");
+    lua_pushnumber(L, (lua_Number)a->pid);
+    lua_pushlstring(L, reason, rlen);
+    lt_send_values(L, 3, la->monitors.v[i]);
+  }
+  for (uint32_t i = 0; i < la->links.n; i++)
+    lt_send_raw(la->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
+  for (lt_actor *f = lt_forks_orphan(la); f; f = f->fork_next)
+    lt_send_raw(f->pid, LT_SIG_KILL, 0, reason, rlen);
+  for (uint32_t i = 0; i < la->nowed; i++)
+    lt_send_reply_err(la->owed[i].to, la->owed[i].ref, "dead");
+  la->nowed = 0;
+  lt_names_drop_pid(a->pid);
+}
+
+static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
+                   size_t rlen) {
+  lt_actor *parent = la->parent_la;
+  if (parent) {
+    lt_fork_detach(la);
+    /* A fork is part of its actor: its failure, or its tycho.exit, ends
+     * the actor (which then ends its other forks). */
+    if (!ok || la->end_actor)
+      lt_send_raw(parent->pid, LT_SIG_KILL, 0, reason, rlen);
+  }
+  notify_exit(a, la, reason, rlen);
+}
+
+/* The error value at the top of co as a string: tostring() through a
+ * __tostring metamethod when there is one. */
+static const char *error_text(lua_State *co) {
+  const char *m = lua_tostring(co, -1);
+  if (m) return m;
+  if (luaL_callmeta(co, -1, "__tostring") && lua_isstring(co, -1))
+    return lua_tostring(co, -1);
+  return lua_pushfstring(co, "(error object is a %s value)",
+                         luaL_typename(co, -1));
+}
+
+static void report_error(ty_actor *a, lua_State *co, const char **msg,
+                         size_t *len) {
+  lua_State *L = lt_worker_get()->L;
+  const char *m = error_text(co);
+  luaL_traceback(L, co, m, 0);
+  lua_xmove(L, co, 1);
+  *msg = lua_tolstring(co, -1, len);
+  lt_actor *la = a->user;
+  /* The main actor's error goes to the caller of tycho.run instead. */
+  if (la->is_main) return;
+  if (la->parent)
+    fprintf(stderr, "tycho: actor %.0f (fork %.0f) failed: %s\n",
+            (double)la->parent, (double)a->pid, *msg);
+  else
+    fprintf(stderr, "tycho: actor %.0f failed: %s\n", (double)a->pid, *msg);
+}
+
+/* The coroutine returned: main actors hand their results to tycho.run (the
+ * launcher's script has no caller to take them). */
+int lt_on_return(ty_actor *a, lt_actor *la) {
+  if (la->is_main && la->fn_kind == LT_FN_FILE) {
+    lt_main_done(true, "", 0);
+  } else if (la->is_main) {
+    lt_worker *lw = lt_worker_get();
+    char err[256];
+    int n = lua_gettop(la->co);
+    ty__buf_reset(&lw->buf);
+    if (ty__codec_encode(la->co, 1, n, &lw->buf, SIZE_MAX, err, sizeof err)) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "tycho.run: cannot return the results: %s",
+               err);
+      lt_main_done(false, msg, strlen(msg));
+    } else {
+      lt_main_done(true, lw->buf.data, lw->buf.len);
+    }
+  }
+  finish(a, la, true, "normal", 6);
+  return TY_DONE;
+}
+
+/* A main actor that ended without returning: tycho.exit() (or a "normal"
+ * kill) returns nothing from tycho.run; any other reason is raised there. */
+static void main_ended(lt_actor *la, bool normal, const char *reason,
+                       size_t len) {
+  if (!la->is_main) return;
+  if (normal) lt_main_done(true, "", 0);
+  else lt_main_done(false, reason, len);
+}
+
+/* The actor called tycho.exit (or linked to something gone): it ends with
+ * that reason, also when a pcall caught the error exit raised and the actor
+ * went on until its next wait or its return. */
+int lt_exited(ty_actor *a, lt_actor *la) {
+  const char *msg = la->exit_reason;
+  size_t len = la->exit_len;
+  bool normal = len == 6 && memcmp(msg, "normal", 6) == 0;
+  main_ended(la, normal, msg, len);
+  finish(a, la, normal, msg, len);
+  return TY_DONE;
+}
+
+int lt_on_error(ty_actor *a, lt_actor *la) {
+  if (la->exit_reason) return lt_exited(a, la);
+  const char *msg;
+  size_t len;
+  report_error(a, la->co, &msg, &len);
+  main_ended(la, false, msg, len);
+  finish(a, la, false, msg, len);
+  return TY_DONE;
+}
+
+int lt_exit_now(lua_State *L, lt_actor *la, const char *reason, size_t len) {
+  if (!la->exit_reason) { /* a second exit (after a pcall) keeps the first */
+    la->exit_reason = ty__xmalloc(len + 1);
+    memcpy(la->exit_reason, reason, len);
+    la->exit_reason[len] = 0;
+    la->exit_len = len;
+  }
+  lua_pushfstring(L, "tycho.exit: %s", la->exit_reason);
+  return lua_error(L);
+}
+
+/* Ends an actor from outside its coroutine (kill, linked exit), suspended
+ * or not started yet. */
+int lt_die_now(ty_actor *a, lt_actor *la, const char *reason, size_t len) {
+  main_ended(la, len == 6 && memcmp(reason, "normal", 6) == 0, reason, len);
+  finish(a, la, false, reason, len);
+  return TY_DONE;
+}
+
+/* ---- signals ------------------------------------------------------------ */
+
+static void trapped_exit(ty_actor *a, ty_msg *m) {
+  lua_State *L = lt_worker_get()->L;
+  lua_pushliteral(L, "EXIT");
+  lua_pushnumber(L, (lua_Number)m->from);
+  lua_pushlstring(L, m->data, m->len);
+  lt_send_values(L, 3, a->pid);
+}
+
+/* Handles one signal; returns true if the actor must die (reason in m). */
+static bool handle_signal(ty_actor *a, lt_actor *la, ty_msg *m) {
+  switch (m->kind) {
+  case LT_SIG_LINK:
+    lt_pids_add(&la->links, m->from);
+    return false;
+  case LT_SIG_UNLINK:
+    lt_pids_remove(&la->links, m->from);
+    return false;
+  case LT_SIG_MONITOR:
+    lt_pids_add(&la->monitors, m->from);
+    return false;
+  case LT_SIG_KILL:
+    return true;
+  case LT_SIG_EXIT: {
+    if (!lt_pids_remove(&la->links, m->from)) return false; /* unlinked */
+    bool normal = m->len == 6 && memcmp(m->data, "normal", 6) == 0;
+    if (la->trap_exit) trapped_exit(a, m);
+    return !la->trap_exit && !normal;
+  }
+  }
+  return false;
+}
+
+/* Processes every signal in the mailbox. Returns a message that kills the
+ * actor (the caller frees it), or NULL. */
+ty_msg *lt_process_signals(ty_actor *a, lt_actor *la) {
+  ty_msg *prev = NULL, *m = ty_mbox_first(a);
+  while (m && a->mbox.signals) {
+    ty_msg *next = ty_mbox_next(m);
+    if (m->kind >= TY_MSG_SIGNAL) {
+      ty_mbox_remove(a, prev, m);
+      if (handle_signal(a, la, m)) return m;
+      ty_msg_free(m);
+    } else {
+      prev = m;
+    }
+    m = next;
+  }
+  return NULL;
+}
+
+
+void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
+  (void)ud;
+  lt_actor *la = a->user;
+  if (w && la->wait == LT_W_EXT && la->ext_cancel) la->ext_cancel(a, la);
+  while (w && la->resources) {
+    lt_res *r = la->resources;
+    lt_res_remove(la, r);
+    r->close(r);
+  }
+  /* At a stop, actors are destroyed without finish(): keep the fork
+   * pointers of the survivors valid. */
+  lt_fork_detach(la);
+  lt_forks_orphan(la);
+  if (w && la->co_ref != LUA_NOREF) {
+    lt_worker *lw = ty_worker_data(w);
+    luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
+  }
+  if (w && la->fn_ref != LUA_NOREF) {
+    lt_worker *lw = ty_worker_data(w);
+    luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);
+  }
+  if (la->is_main) lt_main_done(false, "stopped", 7);
+  lt_actor_free(la);
+}
+
+/* A message found no live receiver: a caller learns at once instead of
+ * waiting for its timeout; a link or monitor gets the reason the actor ended
+ * with (as if it had been seen in time), or "noproc". The link's exit signal
+ * must come from the pid that was linked, or the linker would not recognise
+ * it. */
+void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
+  (void)ud;
+  if (!w) return;
+  if (m->kind == LT_MSG || m->kind == LT_CALL || m->kind == LT_REPLY) {
+    /* Connections inside close now, not when the runtime stops. */
+    ty__codec_release(m->data, m->len);
+  }
+  if (!m->from) return;
+  if (m->kind == LT_CALL) {
+    lt_send_reply_err(m->from, m->ref, "dead");
+    return;
+  }
+  if (m->kind != LT_SIG_LINK && m->kind != LT_SIG_MONITOR) return;
+  size_t len = 6;
+  char *found = lt_grave_find(m->to, &len);
+  const char *reason = found ? found : "noproc";
+  if (m->kind == LT_SIG_LINK) {
+    lt_send_raw_from(m->to, m->from, LT_SIG_EXIT, 0, reason, len);
+  } else {
+    lua_State *L = ((lt_worker *)ty_worker_data(w))->L;
+    lua_pushliteral(L, "DOWN");
+    lua_pushnumber(L, (lua_Number)m->to);
+    lua_pushlstring(L, reason, len);
+    lt_send_values(L, 3, m->from);
+  }
+  free(found);
+}
+

@@ -1,0 +1,290 @@
+/*
+ * lfn.c - functions on their way to other workers.
+ *
+ * A spawned function travels as bytecode plus the map of its module
+ * upvalues (push_upvalue_modules below), a module as its name.
+ * Both are interned here once per run as an lt_fn blob that every spawn
+ * request of that function shares, and each worker remembers the function
+ * it loaded from a blob in wref[its id]. So spawning the same function again
+ * costs neither a dump, nor a load, nor a string, nor a require: the
+ * starting worker takes the function from its registry.
+ *
+ * The table is guarded by a mutex (taken once per spawn of a function not
+ * yet seen by the spawning worker, which then caches the blob pointer). A
+ * blob's wref[i] is written and read only by worker i. Blobs live until the
+ * runtime stops (lt_fn_clear), when the worker states that held the refs are
+ * closed: their number is bounded by the program's distinct functions.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "codec.h"
+#include "lfn.h"
+#include "lstate.h"
+
+#define BUCKETS 256
+
+struct lt_fn {
+  struct lt_fn *next; /* hash chain, guarded by table_lock */
+  uint64_t hash;
+  uint32_t len;
+  uint8_t kind;             /* LT_FN_BYTECODE or LT_FN_MODULE */
+  int wref[TY_MAX_WORKERS]; /* worker i: registry ref of the function, 0 */
+  char bytes[];
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static lt_fn *table[BUCKETS]; /* guarded by table_lock */
+
+static uint64_t hash_bytes(const char *p, size_t n, uint8_t kind) {
+  uint64_t h = 1469598103934665603ull ^ kind; /* FNV-1a, 64 bits */
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+  return h;
+}
+
+static lt_fn *lt_fn_intern(int kind, const char *bytes, size_t len) {
+  uint64_t h = hash_bytes(bytes, len, (uint8_t)kind);
+  pthread_mutex_lock(&table_lock);
+  lt_fn **p = &table[h % BUCKETS];
+  for (; *p; p = &(*p)->next) {
+    lt_fn *f = *p;
+    if (f->hash == h && f->kind == kind && f->len == len &&
+        memcmp(f->bytes, bytes, len) == 0)
+      break;
+  }
+  if (!*p) {
+    lt_fn *f = ty__xcalloc(1, sizeof *f + len + 1); /* NUL-terminated */
+    f->hash = h;
+    f->len = (uint32_t)len;
+    f->kind = (uint8_t)kind;
+    memcpy(f->bytes, bytes, len);
+    *p = f;
+  }
+  lt_fn *f = *p;
+  pthread_mutex_unlock(&table_lock);
+  return f;
+}
+
+void lt_fn_clear(void) {
+  pthread_mutex_lock(&table_lock);
+  for (size_t b = 0; b < BUCKETS; b++) {
+    while (table[b]) {
+      lt_fn *f = table[b];
+      table[b] = f->next;
+      free(f);
+    }
+  }
+  pthread_mutex_unlock(&table_lock);
+}
+
+/* ---- the sending side ---------------------------------------------------- */
+
+static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
+  (void)L;
+  if (ty__buf_append(ud, p, sz)) ty__die("out of memory");
+  return 0;
+}
+
+/* The name under which package.loaded holds v, pushed; or nothing (0).
+ * Only tables, functions and userdata count: a module that returned a
+ * number or `true` must not turn an upvalue holding that value into it. */
+static int push_module_name(lua_State *L, int vidx) {
+  int t = lua_type(L, vidx);
+  if (t != LUA_TTABLE && t != LUA_TFUNCTION && t != LUA_TUSERDATA) return 0;
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "loaded");
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, vidx)) {
+      lua_pop(L, 1);
+      lua_replace(L, -3); /* name where package was */
+      lua_pop(L, 1);
+      return 1;
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return 0;
+}
+
+/*
+ * Functions move between Lua states as bytecode, which loses upvalues. An
+ * upvalue that holds a module (a value of package.loaded, like the usual
+ * `local tycho = require "tycho"`) is re-required on the other side, and one
+ * that holds the function itself (a recursive `local function`) is bound to
+ * the loaded copy; any other upvalue is refused. Pushes a table
+ * {[i] = module name or true (itself)} or nil.
+ */
+static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
+  if (lua_iscfunction(L, idx))
+    luaL_error(L, "tycho.%s: cannot move a C function to another actor; wrap "
+               "it in a Lua function or use a module name", fname);
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  lua_getinfo(L, ">u", &ar);
+  if (ar.nups == 0) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_createtable(L, ar.nups, 0);
+  int map = lua_gettop(L);
+  luaL_Buffer b;
+  int bad = 0;
+  for (int i = 1; i <= ar.nups; i++) {
+    const char *name = lua_getupvalue(L, idx, i);
+    if (lua_rawequal(L, -1, idx)) {
+      lua_pushboolean(L, 1);
+      lua_rawseti(L, map, i);
+      lua_pop(L, 1);
+      continue;
+    }
+    if (push_module_name(L, lua_gettop(L))) {
+      lua_rawseti(L, map, i);
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pop(L, 1);
+    if (bad++ == 0) luaL_buffinit(L, &b);
+    else luaL_addstring(&b, ", ");
+    luaL_addstring(&b, name && *name ? name : "?");
+  }
+  if (!bad) return;
+  luaL_pushresult(&b);
+  luaL_error(L, "tycho.%s: the function uses upvalue(s) (%s); an actor "
+             "shares nothing, so pass that data as arguments to tycho.%s "
+             "(upvalues holding modules from require, or the function "
+             "itself, are fine)", fname,
+             lua_tostring(L, -1), fname);
+}
+
+/* Encodes (bytecode, upvalue map) of the function at idx into out: 0, or
+ * -1 with err. Raises (through push_upvalue_modules) for functions that
+ * cannot travel. */
+static int encode_payload(lua_State *L, int idx, const char *fname,
+                          ty__buf *out, char *err, size_t errlen) {
+  int top = lua_gettop(L);
+  push_upvalue_modules(L, idx, fname);
+  ty__buf b;
+  ty__buf_init(&b);
+  lua_pushvalue(L, idx);
+  lua_dump(L, dump_writer, &b);
+  lua_pop(L, 1);
+  lua_pushlstring(L, b.data, b.len);
+  ty__buf_free(&b);
+  lua_insert(L, -2); /* bytecode, map */
+  int r = ty__codec_encode(L, top + 1, 2, out, SIZE_MAX, err, errlen);
+  lua_settop(L, top);
+  return r;
+}
+
+void lt_fn_payload(lua_State *L, int idx, const char *fname, ty__buf *out) {
+  char err[256];
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (encode_payload(L, idx, fname, out, err, sizeof err))
+    luaL_error(L, "tycho.%s: %s", fname, err);
+}
+
+/* A worker remembers the blob of each function object it spawned (weak
+ * keys), so a function is checked and dumped once per worker and run; its
+ * upvalues are checked then, not at every spawn. */
+lt_fn *lt_fn_of(lua_State *L, int idx, const char *fname) {
+  lt_worker *lw = lt_worker_get();
+  if (lw) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+    lua_pushvalue(L, idx);
+    lua_rawget(L, -2);
+    lt_fn *f = lua_touserdata(L, -1);
+    lua_pop(L, 2);
+    if (f) return f;
+  }
+  ty__buf b;
+  ty__buf_init(&b);
+  char err[256];
+  if (encode_payload(L, idx, fname, &b, err, sizeof err)) {
+    ty__buf_free(&b);
+    luaL_error(L, "tycho.%s: %s", fname, err);
+  }
+  lt_fn *f = lt_fn_intern(LT_FN_BYTECODE, b.data, b.len);
+  ty__buf_free(&b);
+  if (lw) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+    lua_pushvalue(L, idx);
+    lua_pushlightuserdata(L, f);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+  }
+  return f;
+}
+
+lt_fn *lt_fn_module(const char *name, size_t len) {
+  return lt_fn_intern(LT_FN_MODULE, name, len);
+}
+
+/* ---- the receiving side -------------------------------------------------- */
+
+int lt_fn_bind(lua_State *L, int fn, int map) {
+  if (lua_isnil(L, map)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, map)) {
+    int i = (int)lua_tointeger(L, -2);
+    if (lua_type(L, -1) == LUA_TBOOLEAN) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, fn);
+    } else {
+      lua_getglobal(L, "require");
+      lua_insert(L, -2);
+      if (lua_pcall(L, 1, 1, 0)) {
+        lua_replace(L, -2); /* the error where the key was */
+        return -1;
+      }
+    }
+    if (!lua_setupvalue(L, fn, i)) lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* Loads the function of blob f on co (first use on this worker). */
+static int load_function(lua_State *co, lt_fn *f) {
+  if (f->kind == LT_FN_MODULE) {
+    lua_getglobal(co, "require");
+    lua_pushlstring(co, f->bytes, f->len);
+    if (lua_pcall(co, 1, 1, 0)) return -1;
+    if (!lua_isfunction(co, -1)) {
+      const char *got = luaL_typename(co, -1);
+      lua_pushfstring(co, "tycho.spawn: module '%s' returned %s, not the "
+                      "actor's function", f->bytes, got);
+      return -1;
+    }
+    return 0;
+  }
+  char err[256];
+  int top = lua_gettop(co);
+  if (ty__codec_decode(co, f->bytes, f->len, err, sizeof err) != 2) {
+    lua_settop(co, top);
+    lua_pushfstring(co, "tycho.spawn: bad function payload (%s)", err);
+    return -1;
+  }
+  size_t len;
+  const char *bc = lua_tolstring(co, -2, &len);
+  if (luaL_loadbuffer(co, bc, len, "=spawned")) {
+    lua_replace(co, top + 1);
+    lua_settop(co, top + 1);
+    return -1;
+  }
+  int r = lt_fn_bind(co, top + 3, top + 2); /* stack: bytecode, map, fn */
+  lua_replace(co, top + 1);  /* fn (or the error) where the bytecode was */
+  lua_settop(co, top + 1);
+  return r;
+}
+
+int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker) {
+  if (f->wref[worker]) {
+    lua_rawgeti(co, LUA_REGISTRYINDEX, f->wref[worker]);
+    return 0;
+  }
+  if (load_function(co, f)) return -1;
+  lua_pushvalue(co, -1);
+  f->wref[worker] = luaL_ref(co, LUA_REGISTRYINDEX);
+  return 0;
+}

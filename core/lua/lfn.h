@@ -1,0 +1,37 @@
+/*
+ * lfn.h - functions on their way to other Lua states (lfn.c): a spawned
+ * function travels as bytecode plus the map of its module upvalues.
+ */
+#ifndef TY_LFN_H
+#define TY_LFN_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "base/buf.h"
+
+typedef struct lt_fn lt_fn;
+
+/* How an actor was given its function. */
+enum { LT_FN_BYTECODE = 0, LT_FN_MODULE, LT_FN_FILE, LT_FN_REF };
+
+/* The interned blob of the function at idx, checked and dumped once per
+ * worker; raises tycho.<fname> errors (C functions, upvalues that are not
+ * modules). */
+lt_fn *lt_fn_of(lua_State *L, int idx, const char *fname);
+/* The blob of module `name` (spawned by name). */
+lt_fn *lt_fn_module(const char *name, size_t len);
+/* Appends the payload of the function at idx (what a blob holds) to out, for
+ * the blocking pool; raises as lt_fn_of. */
+void lt_fn_payload(lua_State *L, int idx, const char *fname, ty__buf *out);
+/* The function at fn gets its upvalues from the map at map ({[i] = module
+ * name | true}: require(name), or the function itself). Returns 0, or -1
+ * with the error of a failed require pushed. */
+int lt_fn_bind(lua_State *L, int fn, int map);
+/* Pushes blob f's function on co, loading it on first use on `worker`;
+ * returns 0, or -1 with an error message pushed. */
+int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker);
+/* Frees every blob: after the runtime stopped. */
+void lt_fn_clear(void);
+
+#endif

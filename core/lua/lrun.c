@@ -1,0 +1,278 @@
+/*
+ * lrun.c - tycho.config and tycho.run: the settings, and a run from start to
+ * stop (the runtime is created, the main actor spawned, its outcome awaited,
+ * the runtime stopped and freed).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "io/io.h"
+#include "lapi.h"
+#include "lfn.h"
+#include "lnames.h"
+#include "lpool.h"
+#include "lrun.h"
+#include "lstate.h"
+
+lt_global lt_g = {.io = -1, .call_timeout = 5.0, .max_message = 64u << 20};
+
+/* ---- config and run ----------------------------------------------------- */
+
+static int l_config(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lt_g.rt)
+    return luaL_error(L, "tycho.config: the runtime is running; configure it "
+                      "before tycho.run");
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+    if (strcmp(k, "workers") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (v < 1 || v > TY_MAX_WORKERS || floor(v) != v)
+        return luaL_error(L, "tycho.config: workers must be an integer "
+                          "between 1 and %d", TY_MAX_WORKERS);
+      lt_g.workers = (unsigned)v;
+    } else if (strcmp(k, "call_timeout") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v > 0))
+        return luaL_error(L, "tycho.config: call_timeout must be > 0");
+      lt_g.call_timeout = v;
+    } else if (strcmp(k, "max_message") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v >= 64))
+        return luaL_error(L, "tycho.config: max_message must be >= 64 "
+                          "bytes");
+      lt_g.max_message = (size_t)v;
+    } else if (strcmp(k, "io") == 0) {
+      int io = ty__io_kind_parse(luaL_checkstring(L, -1));
+      if (io < 0)
+        return luaL_error(L, "tycho.config: io must be \"uring\", \"epoll\" or "
+                          "\"auto\"");
+      lt_g.io = io;
+    } else if (!lt_pool_config_field(L, k, -1)) {
+      return luaL_error(L, "tycho.config: unknown option '%s' (known: workers, "
+                        "io, call_timeout, max_message, pool_max, pool_queue, "
+                        "pool_idle)", k);
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* The main actor's outcome, handed from its worker to the tycho.run caller. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done, ok;
+  char *data;
+  size_t len;
+} g_main = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+
+static volatile sig_atomic_t g_interrupted;
+
+void lt_main_done(bool ok, const char *data, size_t len) {
+  pthread_mutex_lock(&g_main.mu);
+  if (!g_main.done) {
+    g_main.done = true;
+    g_main.ok = ok;
+    g_main.data = ty__xmalloc(len + 1);
+    if (len) memcpy(g_main.data, data, len); /* data may be NULL */
+    g_main.data[len] = 0;
+    g_main.len = len;
+    pthread_cond_signal(&g_main.cv);
+  }
+  pthread_mutex_unlock(&g_main.mu);
+}
+
+static void capture_paths(lua_State *L) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  free(lt_g.path);
+  lt_g.path = strdup(luaL_optstring(L, -1, ""));
+  lua_getfield(L, -2, "cpath");
+  free(lt_g.cpath);
+  lt_g.cpath = strdup(luaL_optstring(L, -1, ""));
+  lua_pop(L, 3);
+}
+
+static unsigned env_workers(lua_State *L) {
+  if (lt_g.workers) return lt_g.workers;
+  const char *e = getenv("TYCHO_WORKERS");
+  if (!e || !*e) return 0;
+  char *end;
+  long v = strtol(e, &end, 10);
+  if (*end || v < 1 || v > TY_MAX_WORKERS)
+    luaL_error(L, "TYCHO_WORKERS must be an integer between 1 and %d, not "
+               "'%s'", TY_MAX_WORKERS, e);
+  return (unsigned)v;
+}
+
+/* tycho.config{io=} or the launcher's --io, else TYCHO_IO, else auto. An
+ * io_uring asked for but not usable here is refused now, not in a worker. */
+static int io_kind(lua_State *L) {
+  int kind = lt_g.io;
+  const char *env = getenv("TYCHO_IO");
+  if (kind < 0 && env && *env) {
+    kind = ty__io_kind_parse(env);
+    if (kind < 0)
+      luaL_error(L, "TYCHO_IO must be uring, epoll or auto, not '%s'", env);
+  }
+  if (kind < 0) kind = TY_IO_AUTO;
+  if (kind == TY_IO_URING && !ty__io_available(TY_IO_URING))
+    luaL_error(L, "tycho.run: the io_uring backend was asked for but cannot "
+               "be used here (kernel too old, or io_uring disabled)");
+  return kind;
+}
+
+static void wait_main(void) {
+  pthread_mutex_lock(&g_main.mu);
+  while (!g_main.done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000;
+    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(&g_main.cv, &g_main.mu, &ts);
+    if (g_interrupted && !g_main.done) {
+      g_interrupted = 0;
+      g_main.done = true;
+      g_main.ok = false;
+      g_main.data = strdup("interrupted");
+      g_main.len = strlen(g_main.data);
+    }
+  }
+  pthread_mutex_unlock(&g_main.mu);
+}
+
+/* The runtime's configuration; raises on a bad TYCHO_WORKERS, so it comes
+ * before anything is allocated. */
+static void run_config(lua_State *L, ty_config *cfg) {
+  ty_config_init(cfg);
+  cfg->workers = env_workers(L);
+  cfg->io = io_kind(L);
+}
+
+/* Starts a runtime, runs la as the main actor, stops, returns its results. */
+static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
+  capture_paths(L);
+  ty_runtime *rt;
+  if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
+    lt_actor_free(la);
+    return luaL_error(L, "tycho.run: cannot create the runtime");
+  }
+  /* g_interrupted is not cleared here: a signal that came while the
+   * launcher was starting must still stop this run. */
+  g_main.done = false;
+  lt_g.rt = rt;
+  lt_graves_open(ty_runtime_workers(rt));
+  la->is_main = true;
+  ty_runtime_start(rt);
+  ty_spawn(rt, la, NULL);
+  wait_main();
+  ty_runtime_stop(rt);
+  lt_g.rt = NULL;
+  ty_runtime_free(rt);
+  lt_fn_clear();
+  lt_graves_close();
+  lt_names_clear();
+  bool ok = g_main.ok;
+  char *data = g_main.data;
+  size_t len = g_main.len;
+  g_main.data = NULL;
+  lua_settop(L, 0);
+  if (!ok) {
+    lua_pushlstring(L, data, len);
+    free(data);
+    return lua_error(L);
+  }
+  char err[256];
+  int n = ty__codec_decode(L, data, len, err, sizeof err);
+  free(data);
+  if (n < 0) return luaL_error(L, "tycho.run: bad results: %s", err);
+  return n;
+}
+
+static void check_can_run(lua_State *L) {
+  if (ty_worker_current())
+    luaL_error(L, "tycho.run: already inside the runtime (use tycho.spawn)");
+  if (lt_g.rt) luaL_error(L, "tycho.run: the runtime is already running");
+}
+
+static int l_run(lua_State *L) {
+  check_can_run(L);
+  if (lua_isnoneornil(L, 1))
+    return luaL_error(L, "tycho.run: bad argument #1 (expected the main "
+                      "function or a module name)");
+  ty_config cfg;
+  run_config(L, &cfg);
+  lt_actor *la = lt_spawn_request(L, 1, 2, "run");
+  return run_main(L, &cfg, la);
+}
+
+/* _run_file(path, args...): the launcher's main actor is a script file. */
+static int l_run_file(lua_State *L) {
+  check_can_run(L);
+  luaL_checkstring(L, 1);
+  ty_config cfg;
+  run_config(L, &cfg);
+  lt_actor *la = lt_actor_new();
+  la->fn_kind = LT_FN_FILE;
+  ty__buf b;
+  ty__buf_init(&b);
+  char err[256];
+  if (ty__codec_encode(L, 1, lua_gettop(L), &b, SIZE_MAX, err, sizeof err)) {
+    ty__buf_free(&b);
+    lt_actor_free(la);
+    return luaL_error(L, "tycho: %s", err);
+  }
+  la->spawn = ty__alloc(b.len);
+  memcpy(la->spawn, b.data, b.len);
+  la->spawn_len = (uint32_t)b.len;
+  ty__buf_free(&b);
+  return run_main(L, &cfg, la);
+}
+
+/* _interrupt(): ask a running tycho.run to stop (signal-safe core). */
+void lt_interrupt(void) { g_interrupted = 1; }
+
+static int l_running(lua_State *L) {
+  lua_pushboolean(L, lt_g.rt != NULL);
+  return 1;
+}
+
+/* _spawn_at(worker, f, ...): spawn on a given worker (1-based), never
+ * stolen. For tests that need a known placement; not part of the API. */
+static int l_spawn_at(lua_State *L) {
+  lt_current(L, "_spawn_at");
+  lua_Number w = luaL_checknumber(L, 1);
+  unsigned n = ty_runtime_workers(lt_g.rt);
+  if (w < 1 || w > n || floor(w) != w)
+    return luaL_error(L, "tycho._spawn_at: worker must be 1..%d", (int)n);
+  lt_actor *la = lt_spawn_request(L, 2, 3, "_spawn_at");
+  ty_pid pid;
+  if (ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid)) {
+    lt_actor_free(la);
+    return luaL_error(L, "tycho._spawn_at: the actor table is full");
+  }
+  lua_pushnumber(L, (lua_Number)pid);
+  return 1;
+}
+
+/* _worker(): the worker (1-based) running the caller, or nil. */
+static int l_worker(lua_State *L) {
+  ty_worker *w = ty_worker_current();
+  if (w) lua_pushinteger(L, (lua_Integer)ty_worker_id(w) + 1);
+  else lua_pushnil(L);
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {
+    {"config", l_config},     {"run", l_run},
+    {"running", l_running},   {"_run_file", l_run_file},
+    {"_spawn_at", l_spawn_at}, {"_worker", l_worker},
+    {NULL, NULL}};
+
+void lt_open_run(lua_State *L) { luaL_register(L, NULL, funcs); }

@@ -1,0 +1,33 @@
+/*
+ * lstate.h - the Lua state of a worker (lstate.c).
+ */
+#ifndef TY_LSTATE_H
+#define TY_LSTATE_H
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "base/buf.h"
+#include "sched/ty.h"
+
+typedef struct lt_worker {
+  lua_State *L;
+  ty__buf buf;       /* the encode buffer of this worker's sends */
+  int fncache_ref;   /* registry: bytecode string -> function */
+  int dumpcache_ref; /* registry, weak keys: function -> bytecode */
+  uint64_t next_ref;
+} lt_worker;
+
+/* The calling worker's, or NULL outside the workers. */
+lt_worker *lt_worker_get(void);
+/* A fresh call reference, unique per worker. */
+uint64_t lt_new_ref(void);
+/* Gives L the package paths captured by tycho.run and makes require
+ * "tycho.core" answer with this copy of the core (worker and pool states). */
+void lt_set_paths(lua_State *L);
+/* ty_actor_ops.worker_init and .worker_exit: open and close the state. */
+void lt_state_init(ty_worker *w, void *ud);
+void lt_state_exit(ty_worker *w, void *ud);
+
+#endif

@@ -1,0 +1,273 @@
+/*
+ * lhttp.c - the functions lua/tycho/http.lua calls (the `_http` table of
+ * tycho.core) and a server's configuration (lhttp_impl.h tells the whole
+ * story).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lhttp_impl.h"
+
+/* ---- the Lua functions ------------------------------------------------------------ */
+
+static hparser *check_parser(lua_State *L) {
+  return luaL_checkudata(L, 1, PARSER_MT);
+}
+
+/* Pushes out (or nil when empty) and empties it. */
+static void push_out(lua_State *L, hparser *p) {
+  if (!p->out_len) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_pushlstring(L, p->out, p->out_len);
+  p->out_len = 0;
+}
+
+/* The common end of feed and respond: out, req|nil|false, tmo. */
+static int step(lua_State *L, hparser *p, int r) {
+  if (r == ADV_ERR) lt_http_put_simple(p, p->status, false);
+  if (r == ADV_NEED && p->expect && !p->continued && p->head_done) {
+    p->continued = true; /* the client waits for this before the body */
+    OUT_LIT(p, "HTTP/1.1 100 Continue\r\n\r\n");
+  }
+  if (r == ADV_MSG) {
+    if (p->out_len >= FLUSH_AT) push_out(L, p);
+    else lua_pushnil(L);
+    lt_http_push_request(L, p);
+    return 2;
+  }
+  push_out(L, p);
+  if (r == ADV_ERR) {
+    lua_pushboolean(L, 0);
+    return 2;
+  }
+  lua_pushnil(L);
+  lua_pushnumber(L, lt_http_next_timeout(p));
+  return 3;
+}
+
+/* feed(p, bytes) -> out, req|nil|false, tmo */
+static int l_feed(lua_State *L) {
+  hparser *p = check_parser(L);
+  size_t len;
+  const char *data = luaL_checklstring(L, 2, &len);
+  if (p->closing || p->ready)
+    return luaL_error(L, "tycho.http: feed after the end or before respond");
+  lt_http_take(p, data, len);
+  return step(L, p, lt_http_advance(p));
+}
+
+/* respond(p, ok, res, body) -> out, req|nil|false, tmo, err: answers the
+ * request feed or respond returned; a handler failure (ok false) or an
+ * answer that is not a response gives a 500 (err says why, to log). */
+static int l_respond(lua_State *L) {
+  hparser *p = check_parser(L);
+  if (!p->ready) return luaL_error(L, "tycho.http: respond without a request");
+  p->ready = false;
+  size_t mark = p->out_len;
+  const char *err = NULL;
+  if (!lua_toboolean(L, 2)) {
+    lt_http_put_simple(p, 500, p->keepalive);
+  } else if ((err = lt_http_put_response(L, p, 3, 4)) != NULL) {
+    p->out_len = mark; /* nothing half-written */
+    p->closing = false;
+    lt_http_put_simple(p, 500, p->keepalive);
+  }
+  int n;
+  if (p->closing) {
+    push_out(L, p);
+    lua_pushboolean(L, 0);
+    n = 2;
+  } else {
+    n = step(L, p, lt_http_advance(p));
+  }
+  if (!err) return n;
+  for (; n < 3; n++) lua_pushnil(L);
+  lua_pushstring(L, err);
+  return 4;
+}
+
+/* expired(p) -> out | nil: a read timed out; a request cut short gets a
+ * 408, an idle connection just closes. */
+static int l_expired(lua_State *L) {
+  hparser *p = check_parser(L);
+  if (!p->in_msg) return 0;
+  p->keepalive = false;
+  p->minor = 1;
+  p->method = HTTP_GET;
+  lt_http_put_simple(p, 408, false);
+  push_out(L, p);
+  return 1;
+}
+
+/* reject(cfg, status) -> a complete response that closes the connection
+ * (503 when a server is at its connection limit). */
+static int l_reject(lua_State *L) {
+  hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
+  int status = (int)luaL_checkinteger(L, 2);
+  hparser p = {.cfg = *cfg, .minor = 1, .method = HTTP_GET};
+  lt_http_put_simple(&p, status, false);
+  lua_pushlstring(L, p.out, p.out_len);
+  free(p.out);
+  return 1;
+}
+
+static int l_parser_gc(lua_State *L) {
+  hparser *p = lua_touserdata(L, 1);
+  free(p->in);
+  free(p->h);
+  free(p->body);
+  free(p->out);
+  free(p->scratch);
+  p->in = p->body = p->out = p->scratch = NULL;
+  p->h = NULL;
+  return 0;
+}
+
+/* parser(cfg) -> a parser for one connection. */
+static int l_parser(lua_State *L) {
+  hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
+  hparser *p = lua_newuserdata(L, sizeof *p);
+  memset(p, 0, sizeof *p);
+  p->cfg = *cfg;
+  llhttp_init(&p->ll, HTTP_REQUEST, &lt_http_settings);
+  p->ll.data = p;
+  luaL_getmetatable(L, PARSER_MT);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+/* ---- configuration --------------------------------------------------------------- */
+
+static double opt_num(lua_State *L, const char *k, double def, double lo,
+                      double hi, bool integer) {
+  lua_getfield(L, 1, k);
+  double v = def;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L, "tycho.http: %s must be a number", k);
+    v = lua_tonumber(L, -1);
+    if (!(v >= lo && v <= hi) || (integer && v != floor(v)))
+      luaL_error(L, "tycho.http: %s must be %s from %.0f to %.0f", k,
+                 integer ? "an integer" : "a number", lo, hi);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A timeout option: seconds > 0; a negative number or math.huge: none. */
+static double opt_timeout(lua_State *L, const char *k, double def) {
+  lua_getfield(L, 1, k);
+  double v = def;
+  if (!lua_isnil(L, -1)) {
+    v = lua_tonumber(L, -1);
+    if (lua_type(L, -1) != LUA_TNUMBER || v == 0 || v != v)
+      luaL_error(L, "tycho.http: %s must be a number of seconds > 0 (or -1 "
+                 "for none)", k);
+    if (v < 0 || v == HUGE_VAL) v = -1;
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A text option written as a header line; false leaves the line out. */
+static uint8_t opt_line(lua_State *L, const char *k, const char *def,
+                        const char *name, char *dst, size_t cap) {
+  lua_getfield(L, 1, k);
+  const char *v = def;
+  if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) v = NULL;
+  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "tycho.http: %s must be a string or false", k);
+  else if (!lua_isnil(L, -1)) v = lua_tostring(L, -1);
+  uint8_t n = 0;
+  if (v) {
+    size_t vl = strlen(v);
+    if (vl > MAX_TEXT || lt_http_check_header("x", 1, v, vl))
+      luaL_error(L, "tycho.http: %s must be at most %d characters, without "
+                 "CR or LF", k, MAX_TEXT);
+    n = (uint8_t)snprintf(dst, cap, "%s: %s\r\n", name, v);
+  }
+  lua_pop(L, 1);
+  return n;
+}
+
+/* config(opts) -> cfg: validates the limits of tycho.http options. */
+static int l_config(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  hcfg c;
+  memset(&c, 0, sizeof c);
+  c.max_head = (uint32_t)opt_num(L, "max_header_size", 32768, 64, 1 << 26, true);
+  c.max_headers = (uint32_t)opt_num(L, "max_headers", 100, 1, 1 << 20, true);
+  c.max_body = (uint64_t)opt_num(L, "max_body_size", 1 << 20, 0, 1e15, true);
+  c.head_tmo = opt_timeout(L, "header_timeout", 60);
+  c.body_tmo = opt_timeout(L, "body_timeout", 60);
+  c.idle_tmo = opt_timeout(L, "idle_timeout", 75);
+  c.server_len = opt_line(L, "server", "tycho", "Server", c.server, sizeof c.server);
+  c.ctype_len = opt_line(L, "default_type", "text/plain", "Content-Type",
+                         c.ctype, sizeof c.ctype);
+  hcfg *u = lua_newuserdata(L, sizeof *u);
+  *u = c;
+  luaL_getmetatable(L, CONFIG_MT);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+/* date() -> the Date header value now (for specs). */
+static int l_date(lua_State *L) {
+  size_t n;
+  const char *d = lt_http_date_line(&n);
+  lua_pushlstring(L, d + 6, n - 8);
+  return 1;
+}
+
+/* __index of headers tables: names are stored lower-case. */
+static int l_headers_index(lua_State *L) {
+  size_t n;
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;
+  const char *k = lua_tolstring(L, 2, &n);
+  char small[64], *b = n <= sizeof small ? small : ty__xmalloc(n);
+  bool changed = false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)k[i];
+    changed |= c >= 'A' && c <= 'Z';
+    b[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  }
+  if (changed) {
+    lua_pushlstring(L, b, n);
+    lua_rawget(L, 1);
+  }
+  if (b != small) free(b);
+  return changed ? 1 : 0;
+}
+
+/* ---- module ---------------------------------------------------------------------- */
+
+void lt_open_http(lua_State *L) {
+  luaL_newmetatable(L, PARSER_MT);
+  lua_pushcfunction(L, l_parser_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, CONFIG_MT);
+  lua_pop(L, 1);
+  static const luaL_Reg funcs[] = {
+      {"config", l_config},           {"parser", l_parser},
+      {"feed", l_feed},               {"respond", l_respond},
+      {"expired", l_expired},         {"reject", l_reject},
+      {"date", l_date},
+      {"gauge_new", lt_http_gauge_new},
+      {"gauge_enter", lt_http_gauge_enter},
+      {"gauge_count", lt_http_gauge_count},
+      {"gauge_free", lt_http_gauge_free},
+      {NULL, NULL}};
+  lua_newtable(L);
+  /* The upvalues of every function (UV_*). */
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, l_headers_index);
+  lua_setfield(L, -2, "__index");
+  for (size_t i = 0; i < UV_METHODS - UV_METHOD; i++)
+    lua_pushstring(L, lt_http_uv_strings[i]);
+  lua_createtable(L, 64, 0); /* method names */
+  luaL_openlib(L, NULL, funcs, UV_COUNT);
+  lua_setfield(L, -2, "_http");
+}

@@ -1,0 +1,103 @@
+/*
+ * ltcp.c - tycho.tcp.connect and the tycho.tcp table.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+
+#include "lua/lapi.h"
+#include "ltcp.h"
+
+/* ---- connect ----------------------------------------------------------- */
+
+static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
+                        bool timed_out) {
+  lt_conn *c = la->ext_ctx;
+  if (c->connecting && !c->closed && !timed_out) return lt_net_rewait(a, la);
+  int n;
+  c->writer = NULL;
+  la->ext_cancel = NULL;
+  if (c->closed) {
+    n = lt_net_fail(co, "closed");
+  } else if (c->connecting) {
+    n = lt_net_fail(co, "timeout");
+    lt_conn_close(c);
+  } else if (c->cres < 0) {
+    n = lt_net_fail(co, lt_net_errtok(c->cres));
+    lt_conn_close(c);
+  } else {
+    lt_net_nodelay(c->fd);
+    lt_conn_push(co, c);
+    n = 1;
+  }
+  lt_conn_unref(c);
+  return n;
+}
+
+static void connect_cancel(ty_actor *a, lt_actor *la) {
+  (void)a;
+  lt_conn *c = la->ext_ctx;
+  c->writer = NULL;
+  lt_conn_unref(c);
+}
+
+static int check_port(lua_State *L, int idx, const char *fname) {
+  lua_Number p = luaL_checknumber(L, idx);
+  if (!(p >= 0 && p <= 65535) || p != (lua_Number)(int)p)
+    luaL_error(L, "tycho.tcp.%s: the port must be an integer from 0 to 65535",
+               fname);
+  return (int)p;
+}
+
+/* tycho.tcp.connect(host, port [, timeout]) -> conn | nil, err */
+static int l_connect(lua_State *L) {
+  const char *host = luaL_checkstring(L, 1);
+  int port = check_port(L, 2, "connect");
+  int64_t tmo = lt_net_timeout(L, 3, DEFAULT_TIMEOUT_NS, "tcp.connect");
+  ty_actor *a = lt_net_actor(L, "tcp.connect");
+  struct sockaddr_storage ss;
+  socklen_t len;
+  if (lt_net_addr(host, port, &ss, &len)) return lt_net_fail(L, "badhost");
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return lt_net_fail(L, lt_net_errtok(errno));
+  lt_actor *la = a->user;
+  lt_conn *c = lt_conn_new(fd, la);
+  c->connecting = true;
+  c->refs++; /* the waiter (below) or this function */
+  int err = ty__io_connect(c->io, &c->wop, fd, (struct sockaddr *)&ss, len);
+  if (err) {
+    c->connecting = false;
+    lt_conn_close(c);
+    lt_conn_unref(c);
+    return lt_net_fail(L, lt_net_errtok(err));
+  }
+  c->refs++; /* the op */
+  c->writer = a;
+  la->ext_cancel = connect_cancel;
+  return lt_yield_ext(L, "tcp.connect", connect_wake, c, tmo);
+}
+
+
+/* ---- the tycho.tcp table ------------------------------------------------ */
+
+/* tycho.tcp.backend() -> "io_uring" | "epoll" (this worker's), or nil. */
+static int l_backend(lua_State *L) {
+  ty_worker *w = ty_worker_current();
+  if (!w || !ty_worker_io(w)) return 0;
+  lua_pushstring(L, ty__io_name(ty_worker_io(w)));
+  return 1;
+}
+
+static const luaL_Reg tcp_funcs[] = {
+    {"listen", lt_tcp_listen},
+    {"connect", l_connect},
+    {"backend", l_backend},
+    {NULL, NULL}};
+
+void lt_tcp_push(lua_State *L) {
+  lt_conn_metatable(L);
+  lt_lst_metatable(L);
+  lua_newtable(L);
+  luaL_register(L, NULL, tcp_funcs);
+}

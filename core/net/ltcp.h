@@ -1,0 +1,179 @@
+/*
+ * ltcp.h - tycho.tcp's connections and listeners, shared by its files:
+ *
+ *   ltcp_conn.c     a connection: reading, writing, its Lua methods
+ *   ltcp_listen.c   a listener: accepts on every worker, hand-over
+ *   ltcp_transit.c  connections and listeners inside messages
+ *   ltcp.c          connect, and the tycho.tcp table
+ *
+ *
+ * A connection (lt_conn) lives on one worker at a time: its ops are armed
+ * on that worker's ty__io and only that worker touches it, so it needs no
+ * atomics. It is reference counted (the Lua userdata, each busy op, each
+ * waiting actor) and freed when the last one goes; closing it cancels its
+ * ops and closes the descriptor once they have ended. Its owner (an actor)
+ * lists it among its resources, so an actor that dies closes what it owns.
+ *
+ * Reading: a multishot recv is armed at the first read and stays armed;
+ * what arrives is appended to the connection's buffer (the backend's buffer
+ * goes straight back), and a waiting reader is woken only once its request
+ * (n bytes, a line, everything) can be answered. Above READ_HIGH buffered
+ * bytes that nobody asked for yet, the recv is cancelled, and armed again
+ * when a read drains the buffer: a slow reader pushes back on the peer.
+ *
+ * Writing: one send() straight from the Lua string; what the kernel did not
+ * take is copied to the connection and sent by a backend op while the
+ * writer waits. The worker never blocks.
+ *
+ * Moving: a connection inside a message (or spawn arguments) travels as a
+ * token of the transit table (lnet.c). Once the sender's encode succeeds
+ * the connection leaves its worker: its recv is settled, the backend
+ * forgets the descriptor and the sender's userdata goes empty (reads then
+ * say "closed"). The receiver's decode adopts it on its own worker. A
+ * listener is shared instead: every copy refers to the same listener.
+ *
+ * Listening: a listener is one socket, shared by every actor that holds a
+ * copy. Each worker on which an actor accepts keeps a multishot accept
+ * armed on it; each accepted descriptor goes to the actor that has waited
+ * longest, on whatever worker (a nudge message wakes it there), or to a
+ * queue when nobody waits. So connections spread over the acceptors of
+ * every worker in turn, whichever worker's ring the kernel woke (it wakes
+ * only one: io_uring's accept polls are exclusive), and none is stranded
+ * on a worker where nobody accepts (as with one SO_REUSEPORT socket per
+ * worker, where the kernel picks the socket by hash). Only the creator
+ * closes the listener for everyone (close(), or its death): waiters hear
+ * "closed" and a shutdown ends each worker's accept op on its worker.
+ */
+#ifndef TY_LTCP_H
+#define TY_LTCP_H
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "io/io.h"
+#include "lnet.h"
+
+#define LT_CONN_MT "tycho.tcp.conn"
+#define LT_LISTENER_MT "tycho.tcp.listener"
+
+/* A message kind (below the signals, unknown to lactor.c, which drops it
+ * should recv meet it): wakes an actor waiting in an LT_W_EXT wait from
+ * another worker; sent with ref UINT64_MAX, which that wait matches. */
+#define LT_NUDGE 0xF0u
+
+/* Kinds of handles that travel in messages. */
+enum { LT_H_CONN = 1, LT_H_LISTENER = 2 };
+
+#define DEFAULT_TIMEOUT_NS (60 * (int64_t)1000000000)
+#define READ_HIGH (256 * 1024) /* buffered bytes that pause the recv */
+#define ACCEPT_QUEUE 64        /* accepted, untaken: pause accepting */
+#define DEFAULT_BACKLOG 511
+#define LT_EOF 1 /* rerr: the peer closed its side */
+
+enum { RM_COUNT = 0, RM_LINE, RM_ALL, RM_SOME };
+
+/* ---- connections (ltcp_conn.c) ------------------------------------------ */
+
+typedef struct lt_conn {
+  lt_res res; /* in the owner's resources: first, for the cast back */
+  int fd;
+  int refs;         /* userdata + busy ops + waiting actors */
+  ty_worker *w;     /* home worker; NULL in transit */
+  ty__io *io;
+  lt_actor *owner;  /* whose resources list it */
+  ty__io_op rop, wop;
+  char *rb;         /* received, not read yet: rb[r0..r1) */
+  size_t r0, r1, rcap, scan; /* scan: "*l" looked for '\n' up to here */
+  int rerr;         /* 0, LT_EOF or -errno: after the buffered bytes */
+  ty_actor *reader, *writer;
+  uint8_t rmode;
+  size_t rwant;
+  char *wb;         /* unsent bytes of the current write: wb[woff..wlen) */
+  size_t woff, wlen, wcap, wdirect; /* wdirect: sent before the op */
+  int werr;         /* sticky: a failed (or timed out) write */
+  int cres;         /* connect's result */
+  bool connecting, closed;
+  bool moving;      /* leaving this worker: no re-arming */
+  int64_t t_connect, t_send, t_read;
+} lt_conn;
+
+typedef struct conn_ud {
+  lt_conn *c; /* NULL: closed here, or moved to another actor */
+} conn_ud;
+
+lt_conn *lt_conn_new(int fd, lt_actor *owner);
+/* Closes c (idempotent): waiters wake and hear "closed", ops are cancelled,
+ * the owner forgets it. The memory goes with the last reference. */
+void lt_conn_close(lt_conn *c);
+void lt_conn_unref(lt_conn *c);
+/* Closes the descriptor once closed and no op is busy any more. */
+void lt_conn_try_release(lt_conn *c);
+/* Pushes a userdata for c (NULL: a closed one). */
+void lt_conn_push(lua_State *L, lt_conn *c);
+void lt_conn_metatable(lua_State *L);
+
+/* ---- listeners (ltcp_listen.c) ------------------------------------------ */
+
+typedef struct lt_listener lt_listener;
+
+/* An actor waiting in accept. Listed (under the listener's mutex) until a
+ * connection is handed to it or it stops waiting; only its own worker
+ * frees it. */
+typedef struct lt_waiter {
+  struct lt_waiter *next, *prev;
+  bool listed;  /* under mu */
+  int fd;       /* handed over (under mu); -1: nothing yet */
+  ty_actor *a;  /* for its own worker */
+  ty_pid pid;   /* for the others: they nudge it */
+  unsigned worker;
+  lt_listener *l;
+} lt_waiter;
+
+/* One worker's accept op: only that worker touches it. */
+typedef struct lt_lslot {
+  lt_listener *l;
+  ty__io_op op; /* multishot accept; busy holds a listener reference */
+} lt_lslot;
+
+struct lt_listener {
+  _Atomic int refs;    /* userdata, transit entries, busy ops, waiters, owner */
+  _Atomic bool closed; /* set once by the creator, under mu */
+  int fd;              /* open until the last reference goes */
+  struct sockaddr_storage addr; /* bound (the port resolved) */
+  lt_res res;          /* in the creator's resources */
+  lt_actor *owner;     /* the creator, until it closes it (its worker only) */
+  pthread_mutex_t mu;  /* guards q, err and the waiters */
+  int *q;              /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
+  unsigned qh, qn, qcap;
+  int err;             /* an accept op failed: told to the next taker */
+  lt_waiter *wh, *wt;  /* oldest first */
+  unsigned n;
+  lt_lslot slots[];    /* one per worker */
+};
+
+typedef struct lst_ud {
+  lt_listener *l; /* NULL: closed (by this copy) */
+  bool owner;     /* the creator's userdata: close() closes for everyone */
+} lst_ud;
+
+void lt_lst_ref(lt_listener *l);
+void lt_lst_unref(lt_listener *l);
+/* Pushes a userdata for l, taking a reference; `owner`: the creator's. */
+void lt_lst_push(lua_State *L, lt_listener *l, bool owner);
+void lt_lst_metatable(lua_State *L);
+/* tycho.tcp.listen{host=, port=, backlog=} -> listener | nil, err */
+int lt_tcp_listen(lua_State *L);
+
+/* ---- handles in messages (ltcp_transit.c) ------------------------------- */
+
+/* The codec hooks (codec.h) for userdata with one of our metatables. */
+extern const ty__codec_hooks lt_tcp_hooks;
+/* Releases a handle whose message was never decoded. */
+void lt_tcp_drop(int kind, void *p);
+
+/* ---- the module (ltcp.c) ------------------------------------------------ */
+
+/* Pushes the tycho.tcp table. */
+void lt_tcp_push(lua_State *L);
+
+#endif

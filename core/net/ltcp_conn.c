@@ -1,0 +1,582 @@
+/*
+ * ltcp_conn.c - a tycho.tcp connection: the C object, reading, writing and
+ * the Lua methods (ltcp.h tells the whole story).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua/lapi.h"
+#include "ltcp.h"
+
+void lt_conn_unref(lt_conn *c) {
+  if (--c->refs > 0) return;
+  ty__assert(c->closed && c->fd < 0);
+  free(c->rb);
+  free(c->wb);
+  free(c);
+}
+
+/* Closes the descriptor once closed and no op is busy any more. */
+void lt_conn_try_release(lt_conn *c) {
+  if (!c->closed || c->fd < 0) return;
+  if (ty__io_op_busy(&c->rop) || ty__io_op_busy(&c->wop)) return;
+  if (c->io) ty__io_close(c->io, c->fd);
+  else close(c->fd);
+  c->fd = -1;
+}
+
+static void conn_op_done(lt_conn *c) {
+  lt_conn_try_release(c);
+  lt_conn_unref(c);
+}
+
+/* Closes c (idempotent): waiters wake and hear "closed", ops are cancelled,
+ * the owner forgets it. The memory goes with the last reference. */
+void lt_conn_close(lt_conn *c) {
+  if (c->closed) return;
+  c->closed = true;
+  if (c->owner) lt_res_remove(c->owner, &c->res);
+  c->owner = NULL;
+  if (c->reader) ty_actor_wake(c->reader);
+  if (c->writer) ty_actor_wake(c->writer);
+  if (c->io) {
+    ty__io_cancel(c->io, &c->rop);
+    ty__io_cancel(c->io, &c->wop);
+  }
+  lt_conn_try_release(c);
+}
+
+static void conn_res_close(lt_res *r) { lt_conn_close((lt_conn *)r); }
+
+static void on_recv(ty__io_op *op, int res, const char *data);
+static void on_write(ty__io_op *op, int res, const char *data);
+
+/* A connection on the calling worker, owned by `owner` (may be NULL). */
+lt_conn *lt_conn_new(int fd, lt_actor *owner) {
+  lt_conn *c = ty__xcalloc(1, sizeof *c);
+  c->fd = fd;
+  c->w = ty_worker_current();
+  c->io = ty_worker_io(c->w);
+  c->rop.cb = on_recv;
+  c->wop.cb = on_write;
+  c->rop.ud = c->wop.ud = c;
+  c->res.close = conn_res_close;
+  c->t_connect = c->t_send = c->t_read = DEFAULT_TIMEOUT_NS;
+  c->owner = owner;
+  if (owner) lt_res_add(owner, &c->res);
+  return c;
+}
+
+/* ---- connections: reading ---------------------------------------------- */
+
+static size_t avail(const lt_conn *c) { return c->r1 - c->r0; }
+
+/* The first '\n' buffered, or NULL; what was searched is not searched
+ * again (`scan`), so a long line costs one pass. */
+static char *find_nl(lt_conn *c) {
+  if (c->scan < c->r0) c->scan = c->r0;
+  if (c->scan >= c->r1) return NULL;
+  char *nl = memchr(c->rb + c->scan, '\n', c->r1 - c->scan);
+  if (!nl) c->scan = c->r1;
+  return nl;
+}
+
+/* Can the waiting reader's request be answered now? */
+static bool read_ready(lt_conn *c) {
+  if (c->closed || c->rerr) return true;
+  switch (c->rmode) {
+  case RM_COUNT:
+    return avail(c) >= c->rwant;
+  case RM_SOME:
+    return avail(c) > 0;
+  case RM_LINE:
+    return find_nl(c) != NULL;
+  default:
+    return false; /* "*a" ends only with the stream */
+  }
+}
+
+/* Room for n more bytes at r1: slide the unread bytes down or grow. */
+static void rb_reserve(lt_conn *c, size_t n) {
+  if (c->rcap - c->r1 >= n) return;
+  size_t used = avail(c);
+  if (c->r0 && c->rcap - used >= n && used < c->rcap / 2) {
+    memmove(c->rb, c->rb + c->r0, used);
+  } else {
+    size_t cap = c->rcap ? c->rcap : 4096;
+    while (cap - used < n) cap *= 2;
+    char *nb = ty__xmalloc(cap);
+    if (used) memcpy(nb, c->rb + c->r0, used);
+    free(c->rb);
+    c->rb = nb;
+    c->rcap = cap;
+  }
+  c->scan -= c->scan >= c->r0 ? c->r0 : c->scan;
+  c->r1 = used;
+  c->r0 = 0;
+}
+
+/* Does a waiting reader need more than the buffer holds? Then keep the
+ * recv going whatever the buffer's size. */
+static bool reader_hungry(const lt_conn *c) {
+  if (!c->reader) return false;
+  if (c->rmode == RM_COUNT) return avail(c) < c->rwant;
+  return c->rmode != RM_SOME || avail(c) == 0;
+}
+
+static bool want_recv(const lt_conn *c) {
+  return !c->closed && !c->rerr && !c->moving && c->io &&
+         (avail(c) < READ_HIGH || reader_hungry(c));
+}
+
+/* Arms the recv if the connection should be reading and is not. */
+static void ensure_recv(lt_conn *c) {
+  if (ty__io_op_busy(&c->rop) || !want_recv(c)) return;
+  int err = ty__io_recv(c->io, &c->rop, c->fd);
+  if (err) c->rerr = err;
+  else c->refs++;
+}
+
+static void on_recv(ty__io_op *op, int res, const char *data) {
+  lt_conn *c = op->ud;
+  bool final = !ty__io_op_busy(op);
+  if (res > 0 && !c->closed) {
+    rb_reserve(c, (size_t)res);
+    memcpy(c->rb + c->r1, data, (size_t)res);
+    c->r1 += (size_t)res;
+  } else if (res == 0) {
+    c->rerr = LT_EOF;
+  } else if (res < 0 && res != -ECANCELED) {
+    c->rerr = res;
+  }
+  if (c->reader && read_ready(c)) ty_actor_wake(c->reader);
+  if (!final) {
+    /* Nobody asked for this much yet: let the peer wait. */
+    if (avail(c) >= READ_HIGH && !reader_hungry(c)) ty__io_cancel(c->io, op);
+    return;
+  }
+  if (res == -ECANCELED) ensure_recv(c); /* paused, but wanted again since */
+  conn_op_done(c);
+}
+
+/* Pushes the consumed bytes rb[r0..r0+n) and drops them from the buffer. */
+static void take(lua_State *L, lt_conn *c, size_t n, size_t skip) {
+  lua_pushlstring(L, c->rb ? c->rb + c->r0 : "", n); /* no buffer yet: "" */
+  c->r0 += n + skip;
+  if (c->r0 == c->r1) c->r0 = c->r1 = c->scan = 0;
+}
+
+/* nil, token, partial (everything buffered); returns 3 (read_some: 2,
+ * it never has a partial). */
+static int read_fail(lua_State *L, lt_conn *c, const char *token) {
+  lua_pushnil(L);
+  lua_pushstring(L, token);
+  if (c->rmode == RM_SOME) return 2;
+  if (c->closed) lua_pushliteral(L, "");
+  else take(L, c, avail(c), 0);
+  return 3;
+}
+
+static const char *rerr_token(const lt_conn *c) {
+  if (c->closed || c->rerr == LT_EOF) return "closed";
+  return lt_net_errtok(c->rerr);
+}
+
+/* Answers a read from the buffer if it can: pushes the results and
+ * returns their count, or returns -1 (more bytes needed). */
+static int read_now(lua_State *L, lt_conn *c, int mode, size_t want) {
+  if (c->closed) return read_fail(L, c, "closed");
+  if (mode == RM_COUNT && avail(c) >= want) {
+    take(L, c, want, 0);
+    return 1;
+  }
+  if (mode == RM_SOME && avail(c)) {
+    take(L, c, avail(c) < want ? avail(c) : want, 0);
+    return 1;
+  }
+  if (mode == RM_LINE) {
+    char *nl = find_nl(c); /* lines buffered before an end come first */
+    if (nl) {
+      size_t n = (size_t)(nl - (c->rb + c->r0));
+      size_t cr = n && nl[-1] == '\r';
+      take(L, c, n - cr, 1 + cr);
+      return 1;
+    }
+  }
+  if (mode == RM_ALL && c->rerr == LT_EOF) {
+    take(L, c, avail(c), 0);
+    return 1;
+  }
+  if (c->rerr) return read_fail(L, c, rerr_token(c));
+  return -1;
+}
+
+/* After a read took bytes: the recv may resume (it pauses when full). */
+static int read_done(lt_conn *c, int n) {
+  ensure_recv(c);
+  return n;
+}
+
+static int read_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
+  lt_conn *c = la->ext_ctx;
+  int n = read_now(co, c, c->rmode, c->rwant);
+  if (n < 0 && !timed_out) return lt_net_rewait(a, la);
+  c->reader = NULL;
+  la->ext_cancel = NULL;
+  if (n < 0) n = read_fail(co, c, "timeout");
+  else read_done(c, n);
+  lt_conn_unref(c);
+  return n;
+}
+
+static void read_cancel(ty_actor *a, lt_actor *la) {
+  (void)a;
+  lt_conn *c = la->ext_ctx;
+  c->reader = NULL;
+  lt_conn_unref(c);
+}
+
+/* ---- connections: writing and connecting ------------------------------- */
+
+static void wake_writer(lt_conn *c) {
+  if (c->writer) ty_actor_wake(c->writer);
+}
+
+static void on_write(ty__io_op *op, int res, const char *data) {
+  (void)data;
+  lt_conn *c = op->ud;
+  if (c->connecting) {
+    c->connecting = false;
+    c->cres = res;
+  } else if (res > 0) {
+    c->woff += (size_t)res;
+    if (c->woff < c->wlen && !c->closed && !c->werr) {
+      int err =
+          ty__io_send(c->io, op, c->fd, c->wb + c->woff, c->wlen - c->woff);
+      if (!err) return; /* the op's reference carries over */
+      c->werr = err;
+    }
+  } else if (!c->werr) {
+    c->werr = res ? res : -EPIPE;
+  }
+  wake_writer(c);
+  conn_op_done(c);
+}
+
+static size_t sent_total(const lt_conn *c) { return c->wdirect + c->woff; }
+
+static int write_fail(lua_State *L, lt_conn *c, const char *token) {
+  lua_pushnil(L);
+  lua_pushstring(L, token);
+  lua_pushnumber(L, (lua_Number)sent_total(c));
+  return 3;
+}
+
+static int write_wake(lua_State *co, ty_actor *a, lt_actor *la,
+                      bool timed_out) {
+  lt_conn *c = la->ext_ctx;
+  int n;
+  if (c->closed) {
+    n = write_fail(co, c, "closed");
+  } else if (c->werr) {
+    n = write_fail(co, c, lt_net_errtok(c->werr));
+  } else if (c->woff >= c->wlen && !ty__io_op_busy(&c->wop)) {
+    lua_pushboolean(co, 1);
+    n = 1;
+  } else if (!timed_out) {
+    return lt_net_rewait(a, la);
+  } else {
+    /* The stream is cut mid-message: later writes fail too. */
+    c->werr = -ETIMEDOUT;
+    ty__io_cancel(c->io, &c->wop);
+    n = write_fail(co, c, "timeout");
+  }
+  c->writer = NULL;
+  la->ext_cancel = NULL;
+  lt_conn_unref(c);
+  return n;
+}
+
+static void write_cancel(ty_actor *a, lt_actor *la) {
+  (void)a;
+  lt_conn *c = la->ext_ctx;
+  c->writer = NULL;
+  lt_conn_unref(c);
+}
+
+/* ---- connections: Lua methods ------------------------------------------ */
+
+void lt_conn_push(lua_State *L, lt_conn *c) {
+  conn_ud *u = lua_newuserdata(L, sizeof *u);
+  u->c = c;
+  if (c) c->refs++;
+  lt_conn_metatable(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, LT_CONN_MT);
+  lua_setmetatable(L, -2);
+}
+
+static conn_ud *check_conn_ud(lua_State *L) {
+  return luaL_checkudata(L, 1, LT_CONN_MT);
+}
+
+/* The open connection at 1, or NULL (closed or moved). */
+static lt_conn *check_conn(lua_State *L) {
+  conn_ud *u = check_conn_ud(L);
+  if (u->c && u->c->closed) return NULL;
+  return u->c;
+}
+
+static int parse_pattern(lua_State *L, int idx, size_t *want) {
+  if (lua_isnoneornil(L, idx)) return RM_LINE;
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    lua_Number n = lua_tonumber(L, idx);
+    if (!(n >= 0) || n != (lua_Number)(size_t)n)
+      luaL_error(L, "tycho.tcp: read wants a byte count >= 0, \"*l\" or "
+                 "\"*a\"");
+    *want = (size_t)n;
+    return RM_COUNT;
+  }
+  const char *p = luaL_checkstring(L, idx);
+  if (*p == '*') p++;
+  if (*p == 'l') return RM_LINE;
+  if (*p == 'a') return RM_ALL;
+  luaL_error(L, "tycho.tcp: unknown read pattern '%s' (use a byte count, "
+             "\"*l\" or \"*a\")", lua_tostring(L, idx));
+  return 0;
+}
+
+/* conn:read(n | "*l" | "*a" [, timeout]) -> data | nil, err, partial */
+static int l_read(lua_State *L) {
+  lt_conn *c = check_conn(L);
+  size_t want = 0;
+  int mode = parse_pattern(L, 2, &want);
+  if (!c) return read_fail(L, &(lt_conn){.closed = true}, "closed");
+  ty_actor *a = lt_net_actor(L, "tcp read");
+  int64_t tmo = lt_net_timeout(L, 3, c->t_read, "tcp read");
+  if (c->reader) return lt_net_fail(L, "busy");
+  c->rmode = (uint8_t)mode;
+  c->rwant = want;
+  int n = read_now(L, c, mode, want);
+  if (n >= 0) return read_done(c, n);
+  if (tmo == 0) { /* a poll: nothing yet, but start receiving */
+    ensure_recv(c);
+    return read_fail(L, c, "timeout");
+  }
+  c->reader = a; /* first: a hungry reader keeps the recv going */
+  ensure_recv(c);
+  if (c->rerr) { /* the recv could not be armed: answer now */
+    c->reader = NULL;
+    return read_now(L, c, mode, want);
+  }
+  lt_actor *la = a->user;
+  c->refs++;
+  la->ext_cancel = read_cancel;
+  return lt_yield_ext(L, "tcp read", read_wake, c, tmo);
+}
+
+/* conn:read_some(max [, timeout]) -> 1..max bytes, as soon as any have
+ * arrived | nil, err */
+static int l_read_some(lua_State *L) {
+  lt_conn *c = check_conn(L);
+  lua_Number max = luaL_checknumber(L, 2);
+  if (!(max >= 1) || max != (lua_Number)(size_t)max)
+    return luaL_error(L, "tycho.tcp: read_some wants a byte count >= 1");
+  if (!c) return lt_net_fail(L, "closed");
+  ty_actor *a = lt_net_actor(L, "tcp read_some");
+  int64_t tmo = lt_net_timeout(L, 3, c->t_read, "tcp read_some");
+  if (c->reader) return lt_net_fail(L, "busy");
+  c->rmode = RM_SOME;
+  c->rwant = (size_t)max;
+  int n = read_now(L, c, RM_SOME, c->rwant);
+  if (n >= 0) return read_done(c, n);
+  if (tmo == 0) {
+    ensure_recv(c);
+    return lt_net_fail(L, "timeout");
+  }
+  c->reader = a;
+  ensure_recv(c);
+  if (c->rerr) {
+    c->reader = NULL;
+    return read_now(L, c, RM_SOME, c->rwant);
+  }
+  lt_actor *la = a->user;
+  c->refs++;
+  la->ext_cancel = read_cancel;
+  return lt_yield_ext(L, "tcp read_some", read_wake, c, tmo);
+}
+
+/* Gathers the write's arguments: one string is used in place, several are
+ * joined into the connection's buffer. */
+static const char *write_data(lua_State *L, lt_conn *c, size_t *len) {
+  int top = lua_gettop(L);
+  if (top == 2) return luaL_checklstring(L, 2, len);
+  size_t total = 0;
+  for (int i = 2; i <= top; i++) {
+    size_t n;
+    luaL_checklstring(L, i, &n);
+    total += n;
+  }
+  if (c->wcap < total) {
+    free(c->wb);
+    c->wcap = total;
+    c->wb = ty__xmalloc(total);
+  }
+  for (int i = 2, off = 0; i <= top; i++) {
+    size_t n;
+    const char *s = lua_tolstring(L, i, &n);
+    memcpy(c->wb + off, s, n);
+    off += (int)n;
+  }
+  *len = total;
+  return c->wb;
+}
+
+/* Copies data[from..len) for the send op, unless it is already there. */
+static void stage(lt_conn *c, const char *data, size_t from, size_t len) {
+  if (data == c->wb) {
+    memmove(c->wb, c->wb + from, len - from);
+  } else {
+    if (c->wcap < len - from) {
+      free(c->wb);
+      c->wcap = len - from;
+      c->wb = ty__xmalloc(c->wcap);
+    }
+    memcpy(c->wb, data + from, len - from);
+  }
+  c->woff = 0;
+  c->wlen = len - from;
+  c->wdirect = from;
+}
+
+/* conn:write(data, ...) -> true | nil, err, bytes_sent */
+static int l_write(lua_State *L) {
+  lt_conn *c = check_conn(L);
+  if (!c) return lt_net_fail(L, "closed");
+  ty_actor *a = lt_net_actor(L, "tcp write");
+  if (c->writer) return lt_net_fail(L, "busy");
+  c->woff = c->wlen = c->wdirect = 0;
+  /* Before write_data: a cancelled send may still read the buffer. */
+  if (c->werr) return write_fail(L, c, lt_net_errtok(c->werr));
+  size_t len;
+  const char *data = write_data(L, c, &len);
+  ssize_t n;
+  do n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n == (ssize_t)len) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+    c->werr = -errno;
+    return write_fail(L, c, lt_net_errtok(c->werr));
+  }
+  stage(c, data, n > 0 ? (size_t)n : 0, len);
+  int err = ty__io_send(c->io, &c->wop, c->fd, c->wb, c->wlen);
+  if (err) {
+    c->werr = err;
+    return write_fail(L, c, lt_net_errtok(err));
+  }
+  lt_actor *la = a->user;
+  c->refs += 2; /* the op, the waiter */
+  c->writer = a;
+  la->ext_cancel = write_cancel;
+  return lt_yield_ext(L, "tcp write", write_wake, c, c->t_send);
+}
+
+static int l_close(lua_State *L) {
+  conn_ud *u = check_conn_ud(L);
+  lt_conn *c = u->c;
+  u->c = NULL;
+  if (c) {
+    lt_conn_close(c);
+    lt_conn_unref(c);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int64_t opt_setting(lua_State *L, int idx, int64_t cur) {
+  if (lua_isnoneornil(L, idx)) return cur;
+  return lt_net_timeout(L, idx, cur, "tcp settimeouts");
+}
+
+/* conn:settimeouts(connect, send, read): seconds; nil keeps a value, a
+ * negative number means no timeout. */
+static int l_settimeouts(lua_State *L) {
+  lt_conn *c = check_conn(L);
+  if (!c) return lt_net_fail(L, "closed");
+  c->t_connect = opt_setting(L, 2, c->t_connect);
+  c->t_send = opt_setting(L, 3, c->t_send);
+  c->t_read = opt_setting(L, 4, c->t_read);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int sock_name(lua_State *L, bool peer) {
+  lt_conn *c = check_conn(L);
+  if (!c) return lt_net_fail(L, "closed");
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  int r = peer ? getpeername(c->fd, (struct sockaddr *)&ss, &len)
+               : getsockname(c->fd, (struct sockaddr *)&ss, &len);
+  if (r) return lt_net_fail(L, lt_net_errtok(errno));
+  return lt_net_push_addr(L, &ss);
+}
+
+static int l_getpeername(lua_State *L) { return sock_name(L, true); }
+static int l_getsockname(lua_State *L) { return sock_name(L, false); }
+
+static int l_conn_gc(lua_State *L) {
+  conn_ud *u = lua_touserdata(L, 1);
+  lt_conn *c = u->c;
+  u->c = NULL;
+  if (c) {
+    lt_conn_close(c); /* unreachable: nobody can use it any more */
+    lt_conn_unref(c);
+  }
+  return 0;
+}
+
+static int l_conn_tostring(lua_State *L) {
+  conn_ud *u = lua_touserdata(L, 1);
+  if (u->c && !u->c->closed)
+    lua_pushfstring(L, "tcp connection (fd %d)", u->c->fd);
+  else lua_pushliteral(L, "tcp connection (closed)");
+  return 1;
+}
+
+/* conn:shutdown([how]): "send" (the default) ends the sending side, so the
+ * peer sees the end while we still read; "receive" or "both" likewise. */
+static int l_shutdown(lua_State *L) {
+  lt_conn *c = check_conn(L);
+  if (!c) return lt_net_fail(L, "closed");
+  const char *how = luaL_optstring(L, 2, "send");
+  int h = strcmp(how, "send") == 0      ? SHUT_WR
+          : strcmp(how, "receive") == 0 ? SHUT_RD
+          : strcmp(how, "both") == 0    ? SHUT_RDWR
+                                        : -1;
+  if (h < 0)
+    return luaL_error(L, "tcp shutdown: how must be \"send\", \"receive\" "
+                      "or \"both\", not '%s'", how);
+  if (shutdown(c->fd, h) != 0) return lt_net_fail(L, lt_net_errtok(errno));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static const luaL_Reg conn_methods[] = {
+    {"read", l_read},
+    {"read_some", l_read_some},
+    {"write", l_write},
+    {"shutdown", l_shutdown},
+    {"close", l_close},
+    {"settimeouts", l_settimeouts},
+    {"getpeername", l_getpeername},
+    {"getsockname", l_getsockname},
+    {NULL, NULL}};
+
+void lt_conn_metatable(lua_State *L) {
+  lt_net_metatable(L, LT_CONN_MT, conn_methods, l_conn_gc, l_conn_tostring);
+  lua_pop(L, 1);
+}

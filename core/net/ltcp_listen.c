@@ -1,0 +1,436 @@
+/*
+ * ltcp_listen.c - a tycho.tcp listener: one socket shared by every actor
+ * that holds a copy, a multishot accept on each worker where an actor
+ * accepts, and the hand-over of each connection to the longest waiter
+ * (ltcp.h).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua/lapi.h"
+#include "lua/lrun.h"
+#include "ltcp.h"
+
+void lt_lst_ref(lt_listener *l) {
+  /* relaxed: the caller holds a reference already. */
+  atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+}
+
+/* Closes what was accepted and never taken (under mu, or unshared). */
+static void q_drain(lt_listener *l) {
+  while (l->qn) {
+    close(l->q[l->qh]);
+    l->qh = (l->qh + 1) % l->qcap;
+    l->qn--;
+  }
+}
+
+/* No op is busy and nobody waits (each holds a reference): any thread. */
+static void lst_destroy(lt_listener *l) {
+  q_drain(l);
+  free(l->q);
+  close(l->fd);
+  pthread_mutex_destroy(&l->mu);
+  free(l);
+}
+
+void lt_lst_unref(lt_listener *l) {
+  /* acq_rel: the last holder sees every other thread's writes first. */
+  if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
+    lst_destroy(l);
+}
+
+static bool lst_closed(lt_listener *l) {
+  /* acquire: pairs with the release store in lst_close. */
+  return atomic_load_explicit(&l->closed, memory_order_acquire);
+}
+
+static void q_push(lt_listener *l, int fd) {
+  if (l->qn == l->qcap) {
+    unsigned cap = l->qcap ? l->qcap * 2 : ACCEPT_QUEUE;
+    int *q = ty__xmalloc(cap * sizeof *q);
+    for (unsigned k = 0; k < l->qn; k++) q[k] = l->q[(l->qh + k) % l->qcap];
+    free(l->q);
+    l->q = q;
+    l->qh = 0;
+    l->qcap = cap;
+  }
+  l->q[(l->qh + l->qn++) % l->qcap] = fd;
+}
+
+static void waiter_link(lt_listener *l, lt_waiter *w) {
+  w->next = NULL;
+  w->prev = l->wt;
+  if (l->wt) l->wt->next = w;
+  else l->wh = w;
+  l->wt = w;
+  w->listed = true;
+}
+
+static void waiter_unlink(lt_listener *l, lt_waiter *w) {
+  if (!w->listed) return;
+  if (w->prev) w->prev->next = w->next;
+  else l->wh = w->next;
+  if (w->next) w->next->prev = w->prev;
+  else l->wt = w->prev;
+  w->listed = false;
+}
+
+/* Wakes an actor waiting in an I/O call: directly on its own worker; from
+ * another worker with a nudge, a message that matches the LT_W_EXT wait
+ * (ref UINT64_MAX) and that recv drops should it come late. */
+static void wake_any(ty_actor *a, ty_pid pid, unsigned worker) {
+  if (worker == ty_worker_id(ty_worker_current())) {
+    ty_actor_wake(a);
+    return;
+  }
+  ty_msg *m = ty_msg_new(0);
+  m->to = pid;
+  m->kind = LT_NUDGE;
+  m->ref = UINT64_MAX;
+  if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+}
+
+/* Wakes every waiter (under mu); they find out why themselves. */
+static void wake_all(lt_listener *l) {
+  for (lt_waiter *w = l->wh; w; w = w->next) wake_any(w->a, w->pid, w->worker);
+}
+
+/* A new connection goes to the actor that has waited longest, on whatever
+ * worker, or to the queue. Returns the queue's length. */
+static unsigned hand(lt_listener *l, int fd) {
+  pthread_mutex_lock(&l->mu);
+  lt_waiter *w = l->wh;
+  if (lst_closed(l)) {
+    close(fd);
+  } else if (w) {
+    waiter_unlink(l, w);
+    w->fd = fd;
+    wake_any(w->a, w->pid, w->worker);
+  } else {
+    q_push(l, fd);
+  }
+  unsigned qn = l->qn;
+  pthread_mutex_unlock(&l->mu);
+  return qn;
+}
+
+static void slot_arm(lt_lslot *s);
+
+static void on_accept(ty__io_op *op, int res, const char *data) {
+  (void)data;
+  lt_lslot *s = op->ud;
+  lt_listener *l = s->l;
+  /* Nobody takes them: leave the rest in the kernel's backlog. */
+  if (res >= 0 && hand(l, res) >= ACCEPT_QUEUE && ty__io_op_armed(op))
+    ty__io_cancel(ty_worker_io(ty_worker_current()), op);
+  if (ty__io_op_busy(op)) return;
+  if (res == -ECANCELED) {
+    /* A pause ended. Takers that drained the queue meanwhile found the op
+     * busy and could not re-arm it: do it for them. */
+    slot_arm(s);
+  } else if (res < 0 && !lst_closed(l)) {
+    pthread_mutex_lock(&l->mu);
+    l->err = res; /* EMFILE and friends: the next accept reports it */
+    wake_all(l);
+    pthread_mutex_unlock(&l->mu);
+  }
+  lt_lst_unref(l); /* the op's reference */
+}
+
+/* Arms this worker's accept if it should run and does not. */
+static void slot_arm(lt_lslot *s) {
+  lt_listener *l = s->l;
+  if (ty__io_op_busy(&s->op) || lst_closed(l)) return;
+  pthread_mutex_lock(&l->mu);
+  bool full = l->qn >= ACCEPT_QUEUE / 2;
+  pthread_mutex_unlock(&l->mu);
+  if (full) return;
+  int err = ty__io_accept(ty_worker_io(ty_worker_current()), &s->op, l->fd);
+  if (!err) {
+    lt_lst_ref(l);
+    return;
+  }
+  pthread_mutex_lock(&l->mu);
+  l->err = err;
+  pthread_mutex_unlock(&l->mu);
+}
+
+static lst_ud *check_lst_ud(lua_State *L) {
+  return luaL_checkudata(L, 1, LT_LISTENER_MT);
+}
+
+void lt_lst_push(lua_State *L, lt_listener *l, bool owner) {
+  lst_ud *u = lua_newuserdata(L, sizeof *u);
+  u->l = l;
+  u->owner = owner;
+  lt_lst_metatable(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, LT_LISTENER_MT);
+  lua_setmetatable(L, -2);
+}
+
+/* Closes the listener for every actor (on its creator's worker): waiters
+ * wake and hear "closed"; the shutdown ends the accept op of every worker
+ * (on that worker), and each op's end lets go of its reference. */
+static void lst_close(lt_listener *l) {
+  if (!l->owner) return; /* closed already */
+  lt_res_remove(l->owner, &l->res);
+  l->owner = NULL;
+  pthread_mutex_lock(&l->mu);
+  /* release: readers outside the mutex (acquire) see the queue drained. */
+  atomic_store_explicit(&l->closed, true, memory_order_release);
+  q_drain(l);
+  wake_all(l);
+  pthread_mutex_unlock(&l->mu);
+  shutdown(l->fd, SHUT_RD);
+  lt_lst_unref(l); /* the owner's reference */
+}
+
+static void lst_res_close(lt_res *r) {
+  lst_close((lt_listener *)((char *)r - offsetof(lt_listener, res)));
+}
+
+static int opt_int_field(lua_State *L, const char *k, int def, int lo, int hi) {
+  lua_getfield(L, 1, k);
+  int v = def;
+  if (!lua_isnil(L, -1)) {
+    lua_Number n = luaL_checknumber(L, -1);
+    if (!(n >= lo && n <= hi) || n != (lua_Number)(int)n)
+      luaL_error(L, "tycho.tcp.listen: %s must be an integer from %d to %d", k,
+                 lo, hi);
+    v = (int)n;
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A listening socket on ss (whose port it then holds); fd or -errno. */
+static int listen_socket(struct sockaddr_storage *ss, socklen_t len,
+                         int backlog) {
+  int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  int one = 1;
+  socklen_t sl = sizeof *ss;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+      bind(fd, (struct sockaddr *)ss, len) || listen(fd, backlog) ||
+      getsockname(fd, (struct sockaddr *)ss, &sl)) {
+    int err = -errno;
+    close(fd);
+    return err;
+  }
+  return fd;
+}
+
+/* tycho.tcp.listen{host=, port=, backlog=} -> listener | nil, err */
+int lt_tcp_listen(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  ty_actor *a = ty_actor_current();
+  if (!a || !lt_g.rt)
+    return luaL_error(L, "tycho.tcp.listen must be called from inside an "
+                      "actor (start one with tycho.run)");
+  lua_getfield(L, 1, "port");
+  if (lua_isnil(L, -1))
+    return luaL_error(L, "tycho.tcp.listen: port is required (0 picks a "
+                      "free one)");
+  lua_pop(L, 1);
+  int port = opt_int_field(L, "port", 0, 0, 65535);
+  int backlog = opt_int_field(L, "backlog", DEFAULT_BACKLOG, 1, 65535);
+  lua_getfield(L, 1, "host");
+  const char *host = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+  struct sockaddr_storage ss;
+  socklen_t len;
+  if (lt_net_addr(host, port, &ss, &len)) return lt_net_fail(L, "badhost");
+  lua_pop(L, 1);
+  int fd = listen_socket(&ss, len, backlog);
+  if (fd < 0) return lt_net_fail(L, lt_net_errtok(fd));
+  unsigned n = ty_runtime_workers(lt_g.rt);
+  lt_listener *l = ty__xcalloc(1, sizeof *l + n * sizeof(lt_lslot));
+  atomic_init(&l->refs, 2); /* the userdata, the owner */
+  atomic_init(&l->closed, false);
+  pthread_mutex_init(&l->mu, NULL);
+  l->fd = fd;
+  l->addr = ss;
+  l->n = n;
+  for (unsigned i = 0; i < n; i++) {
+    l->slots[i].l = l;
+    l->slots[i].op.cb = on_accept;
+    l->slots[i].op.ud = &l->slots[i];
+  }
+  l->owner = a->user;
+  l->res.close = lst_res_close;
+  lt_res_add(l->owner, &l->res);
+  lt_lst_push(L, l, true);
+  return 1;
+}
+
+enum { TAKE_NONE = 0, TAKE_FD, TAKE_CLOSED, TAKE_ERR };
+
+/* Under mu: what an accept gets without waiting. */
+static int take_now(lt_listener *l, int *fd, int *err) {
+  if (lst_closed(l)) return TAKE_CLOSED;
+  if (l->qn) {
+    *fd = l->q[l->qh];
+    l->qh = (l->qh + 1) % l->qcap;
+    l->qn--;
+    return TAKE_FD;
+  }
+  if (l->err) {
+    *err = l->err;
+    l->err = 0;
+    return TAKE_ERR;
+  }
+  return TAKE_NONE;
+}
+
+/* Pushes what take_now found (TAKE_FD: a connection of the caller). */
+static int push_take(lua_State *L, int r, int fd, int err, ty_actor *a) {
+  switch (r) {
+  case TAKE_FD:
+    lt_net_nodelay(fd);
+    lt_conn_push(L, lt_conn_new(fd, a->user));
+    return 1;
+  case TAKE_CLOSED:
+    return lt_net_fail(L, "closed");
+  case TAKE_ERR:
+    return lt_net_fail(L, lt_net_errtok(err));
+  default:
+    return lt_net_fail(L, "timeout");
+  }
+}
+
+/* Removes the nudges that woke this actor (one per hand-over). */
+static void drop_nudges(ty_actor *a) {
+  ty_msg *prev = NULL, *m = ty_mbox_first(a);
+  while (m) {
+    ty_msg *next = ty_mbox_next(m);
+    if (m->kind == LT_NUDGE) {
+      ty_mbox_remove(a, prev, m);
+      ty_msg_free(m);
+    } else {
+      prev = m;
+    }
+    m = next;
+  }
+}
+
+static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
+                       bool timed_out) {
+  lt_waiter *w = la->ext_ctx;
+  lt_listener *l = w->l;
+  int fd = -1, err = 0, r = TAKE_FD;
+  drop_nudges(a);
+  pthread_mutex_lock(&l->mu);
+  if (w->fd >= 0) fd = w->fd; /* handed over, even if closed since */
+  else r = take_now(l, &fd, &err);
+  if (r == TAKE_NONE && !timed_out) {
+    if (!w->listed) waiter_link(l, w); /* woken for an error someone took */
+    pthread_mutex_unlock(&l->mu);
+    slot_arm(&l->slots[w->worker]);
+    return lt_net_rewait(a, la);
+  }
+  waiter_unlink(l, w);
+  pthread_mutex_unlock(&l->mu);
+  free(w);
+  la->ext_cancel = NULL;
+  int n = push_take(co, r, fd, err, a);
+  lt_lst_unref(l);
+  return n;
+}
+
+/* The waiting actor dies: a connection already handed to it goes on. */
+static void accept_cancel(ty_actor *a, lt_actor *la) {
+  (void)a;
+  lt_waiter *w = la->ext_ctx;
+  lt_listener *l = w->l;
+  pthread_mutex_lock(&l->mu);
+  waiter_unlink(l, w);
+  int fd = w->fd;
+  pthread_mutex_unlock(&l->mu);
+  free(w);
+  if (fd >= 0) hand(l, fd);
+  lt_lst_unref(l);
+}
+
+/* listener:accept([timeout]) -> conn | nil, err */
+static int l_accept(lua_State *L) {
+  lst_ud *u = check_lst_ud(L);
+  int64_t tmo = lt_net_timeout(L, 2, -1, "tcp accept");
+  ty_actor *a = lt_net_actor(L, "tcp accept");
+  lt_listener *l = u->l;
+  if (!l) return lt_net_fail(L, "closed");
+  unsigned me = ty_worker_id(ty_worker_current());
+  int fd = -1, err = 0;
+  lt_waiter *w = NULL;
+  pthread_mutex_lock(&l->mu);
+  int r = take_now(l, &fd, &err);
+  if (r == TAKE_NONE && tmo != 0) {
+    w = ty__xcalloc(1, sizeof *w);
+    w->fd = -1;
+    w->a = a;
+    w->pid = a->pid;
+    w->worker = me;
+    w->l = l;
+    waiter_link(l, w);
+  }
+  pthread_mutex_unlock(&l->mu);
+  /* This worker accepts too from now on (after the take: it arms only
+   * while the queue is short). */
+  slot_arm(&l->slots[me]);
+  if (!w) return push_take(L, r, fd, err, a);
+  lt_lst_ref(l);
+  lt_actor *la = a->user;
+  la->ext_cancel = accept_cancel;
+  return lt_yield_ext(L, "tcp accept", accept_wake, w, tmo);
+}
+
+/* listener:close(): the creator's copy closes it for every actor; any
+ * other copy only lets go of it. */
+static int l_lst_close(lua_State *L) {
+  lst_ud *u = check_lst_ud(L);
+  lt_listener *l = u->l;
+  u->l = NULL;
+  if (l) {
+    if (u->owner) lst_close(l);
+    lt_lst_unref(l);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_lst_getsockname(lua_State *L) {
+  lst_ud *u = check_lst_ud(L);
+  if (!u->l) return lt_net_fail(L, "closed");
+  return lt_net_push_addr(L, &u->l->addr);
+}
+
+static int l_lst_gc(lua_State *L) {
+  lst_ud *u = lua_touserdata(L, 1);
+  if (u->l) lt_lst_unref(u->l); /* the listener lives on while its owner does */
+  u->l = NULL;
+  return 0;
+}
+
+static int l_lst_tostring(lua_State *L) {
+  lst_ud *u = lua_touserdata(L, 1);
+  if (!u->l) {
+    lua_pushliteral(L, "tcp listener (closed)");
+    return 1;
+  }
+  lt_net_push_addr(L, &u->l->addr);
+  lua_pushfstring(L, "tcp listener (%s:%d)", lua_tostring(L, -2),
+                  (int)lua_tointeger(L, -1));
+  return 1;
+}
+
+static const luaL_Reg lst_methods[] = {
+    {"accept", l_accept},
+    {"close", l_lst_close},
+    {"getsockname", l_lst_getsockname},
+    {NULL, NULL}};
+
+void lt_lst_metatable(lua_State *L) {
+  lt_net_metatable(L, LT_LISTENER_MT, lst_methods, l_lst_gc, l_lst_tostring);
+  lua_pop(L, 1);
+}

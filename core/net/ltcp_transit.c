@@ -1,0 +1,157 @@
+/*
+ * ltcp_transit.c - connections and listeners inside messages: the codec
+ * hooks. A connection moves (it leaves the sender's worker once the encode
+ * succeeded, and the receiver's decode adopts it); a listener is shared.
+ */
+#include <string.h>
+
+#include "ltcp.h"
+
+/* What the current encode took: moved or shared once it succeeds. */
+typedef struct pending {
+  uint64_t token;
+  int kind;
+  void *ud; /* conn_ud or lst_ud */
+} pending;
+
+static _Thread_local pending *t_pend;
+static _Thread_local size_t t_npend, t_cappend;
+
+static int udata_kind(lua_State *L, int idx) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  int kind = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, LT_CONN_MT);
+  if (lua_rawequal(L, -1, -2)) kind = LT_H_CONN;
+  lua_pop(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, LT_LISTENER_MT);
+  if (!kind && lua_rawequal(L, -1, -2)) kind = LT_H_LISTENER;
+  lua_pop(L, 2);
+  return kind;
+}
+
+static int hook_fail(char *err, size_t errlen, const char *msg) {
+  snprintf(err, errlen, "%s", msg);
+  return -1;
+}
+
+/* Why c cannot travel now, or NULL. */
+static const char *conn_stuck(const lt_conn *c, void *ud) {
+  if (!c || c->closed) return "cannot send a closed tcp connection";
+  if (c->reader || c->writer || c->connecting || ty__io_op_busy(&c->wop))
+    return "cannot send a tcp connection while an actor reads or writes it";
+  for (size_t i = 0; i < t_npend; i++)
+    if (t_pend[i].ud == ud)
+      return "cannot send the same tcp connection twice in one message";
+  return NULL;
+}
+
+static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
+                  size_t errlen) {
+  int kind = udata_kind(L, idx);
+  if (!kind) return 1;
+  void *ud = lua_touserdata(L, idx);
+  if (kind == LT_H_CONN) {
+    const char *why = conn_stuck(((conn_ud *)ud)->c, ud);
+    if (why) return hook_fail(err, errlen, why);
+  } else if (!((lst_ud *)ud)->l) {
+    return hook_fail(err, errlen, "cannot send a closed tcp listener");
+  }
+  if (t_npend == t_cappend) {
+    t_cappend = t_cappend ? t_cappend * 2 : 8;
+    t_pend = ty__xrealloc(t_pend, t_cappend * sizeof *t_pend);
+  }
+  *token = lt_transit_token();
+  t_pend[t_npend++] = (pending){*token, kind, ud};
+  return 0;
+}
+
+/* The connection leaves this worker: nothing here refers to it after. */
+static void conn_detach(conn_ud *u) {
+  lt_conn *c = u->c;
+  u->c = NULL; /* its reference now belongs to the transit entry */
+  c->moving = true;
+  if (c->io) {
+    ty__io_settle(c->io, &c->rop);
+    ty__io_forget(c->io, c->fd);
+  }
+  if (c->owner) lt_res_remove(c->owner, &c->res);
+  c->owner = NULL;
+  c->w = NULL;
+  c->io = NULL;
+}
+
+static void tcp_encoded(lua_State *L, bool ok) {
+  (void)L;
+  for (size_t i = 0; ok && i < t_npend; i++) {
+    pending *p = &t_pend[i];
+    if (p->kind == LT_H_CONN) {
+      lt_conn *c = ((conn_ud *)p->ud)->c;
+      conn_detach(p->ud);
+      lt_transit_put(p->token, LT_H_CONN, c);
+    } else {
+      lt_listener *l = ((lst_ud *)p->ud)->l;
+      lt_lst_ref(l); /* the copy's */
+      lt_transit_put(p->token, LT_H_LISTENER, l);
+    }
+  }
+  t_npend = 0;
+}
+
+/* A connection arrives: its receiver on this worker owns it. */
+static void conn_adopt(lua_State *L, lt_conn *c) {
+  ty_worker *w = ty_worker_current();
+  ty_actor *a = ty_actor_current();
+  if (!w || !a) { /* outside every actor (tycho.run's results): closed */
+    c->closed = true;
+    lt_conn_try_release(c);
+    lt_conn_unref(c);
+    lt_conn_push(L, NULL);
+    return;
+  }
+  c->w = w;
+  c->io = ty_worker_io(w);
+  c->moving = false;
+  c->owner = a->user;
+  lt_res_add(c->owner, &c->res);
+  lt_conn_push(L, c);
+  c->refs--; /* the transit entry's reference became the userdata's */
+}
+
+static int tcp_decode(lua_State *L, uint64_t token) {
+  int kind;
+  void *p = lt_transit_take(token, &kind);
+  if (!p && !ty_worker_current()) { /* swept with its runtime */
+    lua_pushnil(L);
+    return 0;
+  }
+  if (!p) return -1;
+  if (kind == LT_H_CONN) {
+    conn_adopt(L, p);
+  } else {
+    lt_lst_push(L, p, false); /* takes the entry's reference */
+  }
+  return 0;
+}
+
+void lt_tcp_drop(int kind, void *p) {
+  if (kind == LT_H_LISTENER) {
+    lt_lst_unref(p);
+    return;
+  }
+  lt_conn *c = p;
+  c->closed = true;
+  lt_conn_try_release(c);
+  lt_conn_unref(c);
+}
+
+/* A message with this handle will never be decoded. */
+static void tcp_release(uint64_t token) {
+  int kind;
+  void *p = lt_transit_take(token, &kind);
+  if (p) lt_tcp_drop(kind, p);
+}
+
+const ty__codec_hooks lt_tcp_hooks = {.encode = tcp_encode,
+                                      .decode = tcp_decode,
+                                      .done = tcp_encoded,
+                                      .drop = tcp_release};

@@ -1,0 +1,260 @@
+/*
+ * deliver.c - how work reaches a worker and its actors: the ready queue and
+ * LIFO slot, the mesh rings seen from the sending side (staging, publishing,
+ * overflow lists), draining the incoming rings and the inbox, mailboxes, and
+ * actor waits and their timers.
+ *
+ * Everything here runs on the worker's own thread (docs/architecture.md,
+ * "The life of a message").
+ */
+#include <string.h>
+
+#include "worker.h"
+
+#define MESH_BATCH 64    /* entries taken from one ring per turn */
+#define PUBLISH_BATCH 16 /* staged entries that force a publish */
+
+static ty_actor *actor_of_timer(ty__timer *t) {
+  return (ty_actor *)((char *)t - offsetof(ty_actor, timer));
+}
+
+/* ---- queues ------------------------------------------------------------ */
+
+void ty__ready_push(ty_worker *w, ty_actor *a) {
+  a->state = TY__A_QUEUED;
+  ty__list_push(&w->ready, &a->node);
+  w->ready_len++;
+}
+
+ty_actor *ty__ready_pop(ty_worker *w) {
+  ty__node *n = ty__list_pop(&w->ready);
+  if (n) w->ready_len--;
+  return (ty_actor *)n;
+}
+
+/* A local send from the running actor puts the receiver in the LIFO slot, so
+ * that it runs next while its message is hot in cache. Pushing there wakes
+ * nobody: this worker is awake and will run it. */
+static void make_ready(ty_worker *w, ty_actor *a, bool lifo) {
+  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  if (!lifo) {
+    ty__ready_push(w, a);
+    return;
+  }
+  if (w->lifo) ty__ready_push(w, w->lifo);
+  a->state = TY__A_QUEUED;
+  w->lifo = a;
+}
+
+void ty__update_load(ty_worker *w) {
+  uint64_t load = w->ready_len + ty__spawnq_len(&w->spawnq) +
+                  (w->lifo ? 1 : 0) + (w->current ? 1 : 0);
+  /* relaxed: a placement hint; only the owner writes it. Skip unchanged
+   * values so that readers' copies of the line stay valid. */
+  if (atomic_load_explicit(&w->load, memory_order_relaxed) != load)
+    atomic_store_explicit(&w->load, load, memory_order_relaxed);
+}
+
+/* ---- mesh -------------------------------------------------------------- */
+
+static void mark_dirty(ty_worker *w, unsigned to) {
+  w->dirty_mask |= 1ull << to;
+  if (ty__mesh_staged(&w->rt->mesh, w->id, to) >= PUBLISH_BATCH) {
+    ty__mesh_publish(&w->rt->mesh, w->id, to);
+    /* seq_cst fence: our tail store must be ordered before the load of the
+     * peer's park state (a store then a load; see the design brief). */
+    atomic_thread_fence(memory_order_seq_cst);
+    ty__worker_unpark(&w->rt->workers[to]);
+  }
+}
+
+/* Publishes every ring with staged entries, then wakes each receiver that is
+ * parked. */
+void ty__publish_all(ty_worker *w) {
+  uint64_t mask = w->dirty_mask;
+  if (!mask) return;
+  w->dirty_mask = 0;
+  uint64_t woke = 0;
+  for (uint64_t m = mask; m; m &= m - 1) {
+    unsigned to = (unsigned)__builtin_ctzll(m);
+    if (ty__mesh_publish(&w->rt->mesh, w->id, to)) woke |= 1ull << to;
+  }
+  /* seq_cst fence: orders the tail stores above before the park-state loads
+   * in ty__worker_unpark; the parker stores PARKED, fences, then re-reads the
+   * rings, so one of us sees the other. */
+  atomic_thread_fence(memory_order_seq_cst);
+  for (uint64_t m = woke; m; m &= m - 1)
+    ty__worker_unpark(&w->rt->workers[__builtin_ctzll(m)]);
+}
+
+bool ty__worker_mesh_push(ty_worker *w, unsigned to, ty__node *n) {
+  ty__peer *p = &w->peers[to];
+  if (!p->overflow.head && ty__mesh_push(&w->rt->mesh, w->id, to, n)) {
+    TY__STAT_ADD(w, mesh_sent, 1);
+    mark_dirty(w, to);
+    return true;
+  }
+  if (!p->overflow.head) w->overflowing++;
+  ty__list_push(&p->overflow, n);
+  return false;
+}
+
+/* Moves what fits of each overflow list into its ring, in order; releases
+ * the senders of a list that emptied. */
+void ty__flush_overflow(ty_worker *w) {
+  for (unsigned to = 0; to < w->rt->n; to++) {
+    ty__peer *p = &w->peers[to];
+    if (!p->overflow.head) continue;
+    while (p->overflow.head &&
+           ty__mesh_push(&w->rt->mesh, w->id, to, p->overflow.head)) {
+      ty__list_pop(&p->overflow);
+      TY__STAT_ADD(w, mesh_sent, 1);
+      w->dirty_mask |= 1ull << to;
+    }
+    if (p->overflow.head) continue;
+    w->overflowing--;
+    ty__node *n;
+    while ((n = ty__list_pop(&p->blocked))) ty__ready_push(w, (ty_actor *)n);
+  }
+  ty__publish_all(w);
+}
+
+static void deliver_spawn(ty_worker *w, ty_actor *a) {
+  if (a->pinned) {
+    ty__ready_push(w, a);
+    return;
+  }
+  ty__spawnq_push(&w->spawnq, &a->node, &w->rt->inject);
+}
+
+static void deliver_node(ty_worker *w, ty__node *n) {
+  if (((ty_actor *)n)->type == TY__T_ACTOR) {
+    deliver_spawn(w, (ty_actor *)n);
+  } else {
+    ty__worker_deliver(w, (ty_msg *)n, false);
+  }
+}
+
+bool ty__drain_mesh(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  ty__node *buf[MESH_BATCH];
+  size_t total = 0;
+  for (unsigned from = 0; from < rt->n; from++) {
+    if (from == w->id) continue;
+    size_t got = ty__mesh_drain(&rt->mesh, w->id, from, buf, MESH_BATCH);
+    for (size_t i = 0; i < got; i++) deliver_node(w, buf[i]);
+    total += got;
+  }
+  if (total) TY__STAT_ADD(w, mesh_received, total);
+  return total != 0;
+}
+
+void ty__drain_inbox(ty_worker *w) {
+  if (!ty__inject_len(&w->inbox)) return;
+  ty__node *n;
+  ty__inject_pop_n(&w->inbox, SIZE_MAX, &n);
+  while (n) {
+    ty__node *next = n->next;
+    deliver_node(w, n);
+    n = next;
+  }
+}
+
+/* ---- delivery ---------------------------------------------------------- */
+
+void ty__mbox_append(ty_actor *a, ty_msg *m) {
+  m->node.next = NULL;
+  if (a->mbox.tail) a->mbox.tail->node.next = &m->node;
+  else a->mbox.head = m;
+  a->mbox.tail = m;
+  a->mbox.len++;
+  a->mbox.signals += m->kind >= TY_MSG_SIGNAL;
+}
+
+void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
+  ty__assert(prev ? ty_mbox_next(prev) == m : a->mbox.head == m);
+  ty_msg *next = ty_mbox_next(m);
+  if (prev) prev->node.next = (ty__node *)next;
+  else a->mbox.head = next;
+  if (a->mbox.tail == m) a->mbox.tail = prev;
+  a->mbox.len--;
+  a->mbox.signals -= m->kind >= TY_MSG_SIGNAL;
+  m->node.next = NULL;
+}
+
+static bool wakes(const ty_actor *a, const ty_msg *m) {
+  return a->state == TY__A_WAITING &&
+         (a->wait_ref == 0 || m->ref == a->wait_ref || m->kind >= TY_MSG_SIGNAL);
+}
+
+void ty__undeliverable(ty_worker *w, ty_msg *m) {
+  ty_runtime *rt = w ? w->rt : NULL;
+  if (rt && rt->ops.undeliverable) rt->ops.undeliverable(m, w, rt->ud);
+  ty_msg_free(m);
+}
+
+/* m is addressed to an actor whose home is w (or to a stale pid). */
+void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running) {
+  ty__pident *e;
+  uint64_t word = ty__pidtab_lookup(&w->rt->pids, m->to, &e);
+  if (!word || ty__w_state(word) != TY__S_LIVE) {
+    ty__undeliverable(w, m);
+    return;
+  }
+  ty__assert(ty__w_home(word) == w->id);
+  /* relaxed: we are the home worker and stored this pointer ourselves. */
+  ty_actor *a = atomic_load_explicit(&e->actor, memory_order_relaxed);
+  ty__mbox_append(a, m);
+  if (wakes(a, m)) make_ready(w, a, from_running);
+}
+
+void ty_actor_wake(ty_actor *a) {
+  ty_worker *w = ty_worker_current();
+  ty__assert(w && a->home == w->id);
+  if (a->state == TY__A_WAITING) make_ready(w, a, false);
+}
+
+bool ty_send_blocked(const ty_actor *a) {
+  return a->flags & TY__AF_SEND_BLOCKED;
+}
+
+/* Called by ty_send for a message that went into an overflow list. */
+void ty__worker_note_blocked(ty_worker *w, unsigned to) {
+  ty_actor *a = w->current;
+  if (!a) return;
+  a->flags |= TY__AF_SEND_BLOCKED;
+  a->blocked_peer = (uint16_t)to;
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
+  ty_worker *w = ty_worker_current();
+  a->wait_ref = ref;
+  a->flags &= ~TY__AF_TIMED_OUT;
+  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  if (timeout_ns < 0) return;
+  if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
+  uint64_t at = ty_runtime_now_ns(w->rt) + (uint64_t)timeout_ns;
+  /* Round up: a timer never fires before its time. */
+  ty__wheel_insert(&w->wheel, &a->timer, (at + 999999) / 1000000);
+}
+
+bool ty_actor_timed_out(const ty_actor *a) {
+  return a->flags & TY__AF_TIMED_OUT;
+}
+
+bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
+  ty__timer *t = ty__wheel_poll(&w->wheel, now_ns / 1000000);
+  bool any = t != NULL;
+  while (t) {
+    ty__timer *next = t->next;
+    ty_actor *a = actor_of_timer(t);
+    if (a->state == TY__A_WAITING) {
+      a->flags |= TY__AF_TIMED_OUT;
+      ty__ready_push(w, a);
+    }
+    t = next;
+  }
+  return any;
+}

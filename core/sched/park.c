@@ -1,0 +1,154 @@
+/*
+ * park.c - an idle worker: the search for stealable work ends, it spins a
+ * little, then parks in its I/O wait until woken (docs/architecture.md,
+ * "Parking"; the protocol is model-checked in scripts/park.pml).
+ */
+#include <sched.h>
+#include <unistd.h>
+
+#include "io/io.h"
+#include "worker.h"
+
+#define OVERFLOW_PARK_NS 100000 /* re-try a full ring this often when idle */
+
+void ty__notify_parked(ty_runtime *rt) {
+  /* seq_cst fence: the caller just pushed stealable work (a store); the idle
+   * state read that follows is the load half of the park protocol. */
+  atomic_thread_fence(memory_order_seq_cst);
+  int id = ty__idle_to_notify(&rt->idle);
+  if (id >= 0) ty__worker_unpark(&rt->workers[id]);
+}
+
+void ty__end_search(ty_worker *w) {
+  if (!w->searching) return;
+  w->searching = false;
+  /* The last searcher found work: there may be more, so wake another. */
+  if (ty__idle_end_search(&w->rt->idle)) ty__notify_parked(w->rt);
+}
+
+/* ---- parking ----------------------------------------------------------- */
+
+void ty__worker_unpark(ty_worker *w) {
+  /* relaxed: the caller issued a seq_cst fence after publishing its work;
+   * the CAS lets exactly one waker pay for the eventfd write. */
+  uint32_t st = atomic_load_explicit(&w->park, memory_order_relaxed);
+  if (st != TY__PARKED) return;
+  if (!atomic_compare_exchange_strong_explicit(&w->park, &st, TY__NOTIFIED,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+    return;
+  uint64_t one = 1;
+  ssize_t r = write(w->wake_fd, &one, sizeof one);
+  (void)r; /* EAGAIN means the counter is already non-zero: still awake-able */
+}
+
+static bool has_work(ty_worker *w, bool last_searcher) {
+  ty_runtime *rt = w->rt;
+  if (w->ready.head || w->lifo || ty__spawnq_len(&w->spawnq) ||
+      ty__inject_len(&w->inbox) || ty__inject_len(&rt->inject) ||
+      ty__mesh_has_incoming(&rt->mesh, w->id))
+    return true;
+  /* relaxed: ordered after our park store by the caller's seq_cst fence. */
+  if (atomic_load_explicit(&rt->stopping, memory_order_relaxed)) return true;
+  if (last_searcher) {
+    for (unsigned i = 0; i < rt->n; i++)
+      if (i != w->id && ty__spawnq_len(&rt->workers[i].spawnq) > 1)
+        return true; /* what steal() would take (it leaves a lone one) */
+  }
+  return false;
+}
+
+static int64_t park_timeout(ty_worker *w) {
+  uint64_t next = ty__wheel_next_deadline(&w->wheel);
+  int64_t t = -1;
+  if (next != UINT64_MAX) {
+    uint64_t now = ty_runtime_now_ns(w->rt);
+    uint64_t at = next * 1000000;
+    t = at > now ? (int64_t)(at - now) : 0;
+  }
+  if (w->overflowing && (t < 0 || t > OVERFLOW_PARK_NS)) t = OVERFLOW_PARK_NS;
+  return t;
+}
+
+/*
+ * PARKED -> fence -> re-check -> sleep. A producer publishes, fences, then
+ * reads our state; we store PARKED, fence, then read its queue: with both
+ * fences seq_cst, at least one side sees the other's store, so either we find
+ * the work or it finds us parked and writes the eventfd.
+ */
+void ty__park(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  ty__maintenance(w);
+  ty__publish_all(w); /* after maintenance, which may have sent something */
+  if (w->ready.head) return;
+  int64_t timeout = park_timeout(w);
+  if (timeout == 0) return;
+  /* seq_cst: the store half of the protocol above. Stored before we join
+   * the sleepers, so a notifier that picks us sees PARKED. */
+  atomic_store(&w->park, TY__PARKED);
+  bool last = ty__idle_park(&rt->idle, w->id, w->searching);
+  w->searching = false;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!has_work(w, last)) {
+    TY__STAT_ADD(w, parks, 1);
+    ty__io_wait(w->io, timeout);
+  }
+  /* seq_cst: pairs with the wakers' CAS; NOTIFIED means the eventfd was (or
+   * is about to be) written. */
+  if (atomic_exchange(&w->park, TY__RUNNING) == TY__NOTIFIED) {
+    uint64_t v;
+    ssize_t r = read(w->wake_fd, &v, sizeof v);
+    (void)r; /* EAGAIN: the write is still coming; a later park eats it */
+    TY__STAT_ADD(w, unparks, 1);
+  }
+  if (ty__idle_unpark(&rt->idle, w->id)) w->searching = true;
+  ty__maintenance(w);
+}
+
+/* ---- spinning ---------------------------------------------------------- */
+
+/* Work that a spinning worker would pick up: cheap loads only. Stealable
+ * work counts once the spinner may search (steal); it tries to become a
+ * searcher when it sees some. */
+static bool work_visible(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  if (ty__mesh_has_incoming(&rt->mesh, w->id) || ty__inject_len(&w->inbox) ||
+      ty__inject_len(&rt->inject))
+    return true;
+  for (unsigned i = 0; i < rt->n; i++) {
+    if (i == w->id || ty__spawnq_len(&rt->workers[i].spawnq) < 2) continue;
+    if (w->searching) return true;
+    if (ty__idle_try_search(&rt->idle)) {
+      w->searching = true;
+      return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+/*
+ * Before parking, an idle worker watches for work for up to spin_ns (I/O is
+ * not polled: measured with wrk, polling it here tripled p99): a message from another core then costs a cache-line transfer
+ * (~0.2 us) instead of a sleep and an eventfd wake (~10-20 us). Only loads: a
+ * spinner that sees stealable work must first become a searcher (at most
+ * half the workers search) before the loop lets it steal. Every 256 turns
+ * the spinner yields the CPU, so that on an oversubscribed machine it does
+ * not keep a busy worker off its core.
+ */
+bool ty__spin_for_work(ty_worker *w) {
+  uint64_t spin = w->rt->cfg.spin_ns;
+  if (!spin || w->rt->n == 1) return false;
+  ty__publish_all(w);
+  uint64_t until = ty__now_ns() + spin;
+  for (unsigned i = 1;; i++) {
+    if (work_visible(w)) return true;
+    /* relaxed: a hint; the park path re-reads it after its fence. */
+    if (atomic_load_explicit(&w->rt->stopping, memory_order_relaxed))
+      return false;
+    if ((i & 31) == 0 && ty__now_ns() > until) return false;
+    if ((i & 255) == 0) sched_yield();
+    else ty__cpu_relax();
+  }
+}
+

@@ -1,0 +1,210 @@
+/*
+ * route.c - where spawns and messages go: a new actor's pid and its placement
+ * (P2C), and a message's way to its receiver's worker (its own worker, a mesh
+ * ring, or the inbox of a worker when sent from outside the runtime).
+ * docs/architecture.md, "The life of a message".
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "worker.h"
+
+/* ---- spawn ------------------------------------------------------------- */
+
+/* From a thread outside the runtime: through the home worker's inbox. */
+static void send_node_from_thread(ty_runtime *rt, unsigned home, ty__node *n) {
+  ty_worker *to = &rt->workers[home];
+  ty__inject_push(&to->inbox, n);
+  /* seq_cst fence: push (store) then read the park state (load). */
+  atomic_thread_fence(memory_order_seq_cst);
+  ty__worker_unpark(to);
+}
+
+#define SLOT_BATCH 256
+
+static ty__pident *take_slot(ty_runtime *rt, ty_worker *w, uint32_t *slot) {
+  if (w && !w->nfree && w->capfree >= SLOT_BATCH)
+    w->nfree = ty__pidtab_take(&rt->pids, w->free_slots, SLOT_BATCH);
+  if (w && w->nfree) {
+    *slot = w->free_slots[--w->nfree];
+    return ty__pidtab_get(&rt->pids, *slot);
+  }
+  if (!w && ty__pidtab_take(&rt->pids, slot, 1))
+    return ty__pidtab_get(&rt->pids, *slot);
+  return ty__pidtab_bump(&rt->pids, slot);
+}
+
+/* The calling thread's worker in rt, or NULL. */
+static ty_worker *worker_of(ty_runtime *rt) {
+  ty_worker *w = ty_worker_current();
+  return w && w->rt == rt ? w : NULL;
+}
+
+/* A new spawn request with a fresh pid, not placed yet; NULL when the pid
+ * table is full. */
+static ty_actor *new_request(ty_runtime *rt, ty_worker *w, void *user,
+                             ty_pid *out) {
+  uint32_t slot;
+  ty__pident *e = take_slot(rt, w, &slot);
+  if (!e) return NULL;
+  ty_actor *a = ty__actor_alloc();
+  a->type = TY__T_ACTOR;
+  a->user = user;
+  a->pid = ty__pidtab_claim(e, slot);
+  if (out) *out = a->pid;
+  return a;
+}
+
+/* ---- placement (P2C) --------------------------------------------------- */
+
+static uint64_t peer_load(ty_worker *w, unsigned i) {
+  if (i == w->id) {
+    return w->ready_len + ty__spawnq_len(&w->spawnq) + (w->lifo ? 1 : 0);
+  }
+  /* relaxed: a hint written by its owner; staleness only costs balance.
+   * What we sent it and it has not taken yet counts too. */
+  return atomic_load_explicit(&w->rt->workers[i].load, memory_order_relaxed) +
+         ty__mesh_staged(&w->rt->mesh, w->id, i) +
+         ty__mesh_backlog(&w->rt->mesh, w->id, i);
+}
+
+/*
+ * Two random choices, with a bias toward home: an actor is pinned where it
+ * starts, and a child talks to its parent more often than not, so a remote
+ * worker wins only when it is lighter by more than PLACE_BIAS. Messages
+ * between workers cost a cache-line transfer at best and a sleep/wake at
+ * worst (and a whole time slice when the machine is oversubscribed), which a
+ * balanced but scattered placement pays on every message; a biased one pays
+ * only for the imbalance that stealing cannot fix.
+ */
+#define PLACE_BIAS 32
+
+static unsigned p2c_choose(ty_worker *w) {
+  unsigned n = w->rt->n;
+  uint64_t r = ty__rand_next(&w->rng);
+  unsigned i = (unsigned)(r % n), j = (unsigned)((r >> 32) % n);
+  uint64_t li = peer_load(w, i), lj = peer_load(w, j);
+  unsigned best = li <= lj ? i : j;
+  uint64_t lbest = li <= lj ? li : lj;
+  if (best == w->id) return best;
+  return peer_load(w, w->id) <= lbest + PLACE_BIAS ? w->id : best;
+}
+
+/*
+ * P2C in blocks: one choice serves the next PLACE_BLOCK spawns of the same
+ * actor run. Actors spawned together usually talk together (a ring, a pool
+ * and its clients); placing each on its own coin flip scatters them so that
+ * every other message crosses cores, while blocks keep neighbours together
+ * and still spread a burst evenly. Stealing (which takes contiguous halves)
+ * evens out what is left.
+ */
+#define PLACE_BLOCK 32
+
+static void place(ty_worker *w, ty_actor *a) {
+  if (w->place_left == 0) {
+    w->place_to = w->rt->n > 1 ? p2c_choose(w) : w->id;
+    w->place_left = PLACE_BLOCK;
+  }
+  w->place_left--;
+  unsigned to = w->place_to;
+  TY__STAT_ADD(w, spawns_placed, 1);
+  /* A spawn request has no order to keep: if its ring is full it stays. */
+  if (to != w->id && !w->peers[to].overflow.head &&
+      ty__mesh_push(&w->rt->mesh, w->id, to, &a->node)) {
+    TY__STAT_ADD(w, spawns_remote, 1);
+    TY__STAT_ADD(w, mesh_sent, 1);
+    /* Publish now: the spawner's run may be long, and the target idle. */
+    ty__mesh_publish(&w->rt->mesh, w->id, to);
+    /* seq_cst fence: publish (store) before reading its park state. */
+    atomic_thread_fence(memory_order_seq_cst);
+    ty__worker_unpark(&w->rt->workers[to]);
+    return;
+  }
+  ty__spawnq_push(&w->spawnq, &a->node, &w->rt->inject);
+  ty__notify_parked(w->rt);
+}
+
+
+int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
+  ty_worker *w = worker_of(rt);
+  ty_actor *a = new_request(rt, w, user, out);
+  if (!a) return -EAGAIN;
+  if (w) {
+    place(w, a);
+  } else {
+    ty__inject_push(&rt->inject, &a->node);
+    ty__notify_parked(rt);
+  }
+  return 0;
+}
+
+int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
+  if (worker >= rt->n) return -EINVAL;
+  ty_worker *w = worker_of(rt);
+  ty_actor *a = new_request(rt, w, user, out);
+  if (!a) return -EAGAIN;
+  a->pinned = true;
+  if (w && w->id == worker) {
+    ty__ready_push(w, a);
+  } else if (w) {
+    ty__worker_mesh_push(w, worker, &a->node);
+  } else {
+    send_node_from_thread(rt, worker, &a->node);
+  }
+  return 0;
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+/* The receiver has not started: queue on its entry under the lock bit. */
+static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
+  uint64_t w = *word;
+  if (ty__w_locked(w)) {
+    ty__cpu_relax();
+    *word = atomic_load_explicit(&e->word, memory_order_acquire);
+    return false;
+  }
+  /* acquire: see the list as the previous lock holder left it. */
+  if (!atomic_compare_exchange_weak_explicit(&e->word, word, w | 1,
+                                             memory_order_acquire,
+                                             memory_order_acquire))
+    return false;
+  /* relaxed: guarded by the lock bit. */
+  m->node.next = (ty__node *)atomic_load_explicit(&e->pending,
+                                                  memory_order_relaxed);
+  atomic_store_explicit(&e->pending, m, memory_order_relaxed);
+  /* release: the starter's acquire CAS sees the list. */
+  atomic_store_explicit(&e->word, w, memory_order_release);
+  return true;
+}
+
+int ty_send(ty_runtime *rt, ty_msg *m) {
+  ty__pident *e;
+  uint64_t word = ty__pidtab_lookup(&rt->pids, m->to, &e);
+  if (!word) return -ESRCH;
+  ty_worker *w = worker_of(rt);
+  if (w && w->current) m->from = m->from ? m->from : w->current->pid;
+  for (;;) {
+    if (ty__w_gen(word) != ty__pid_gen(m->to) ||
+        ty__w_state(word) == TY__S_FREE)
+      return -ESRCH;
+    if (ty__w_state(word) == TY__S_PENDING) {
+      if (send_pending(e, m, &word)) return 0;
+      continue;
+    }
+    unsigned home = ty__w_home(word);
+    if (!w) {
+      send_node_from_thread(rt, home, &m->node);
+    } else if (home == w->id) {
+      ty__worker_deliver(w, m, w->current != NULL);
+    } else if (!ty__worker_mesh_push(w, home, &m->node)) {
+      ty__worker_note_blocked(w, home);
+    }
+    return 0;
+  }
+}
+
+bool ty_pid_alive(ty_runtime *rt, ty_pid pid) {
+  ty__pident *e;
+  return ty__pidtab_lookup(&rt->pids, pid, &e) != 0;
+}

@@ -1,0 +1,215 @@
+/*
+ * runtime.c - the runtime's memory: its configuration, creating it and its
+ * workers' structures, actor and message allocation, counters, and freeing
+ * what is left once every worker thread has exited. Threads are started and
+ * stopped in worker.c; spawns and sends are routed in route.c.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "runtime.h"
+
+void ty_config_init(ty_config *c) {
+  memset(c, 0, sizeof *c);
+  c->mesh_ring = TY__MESH_RING_CAP;
+  c->spawnq_cap = TY__SPAWNQ_CAP;
+  c->budget = 64;
+  c->max_lifo_polls = 3;
+  c->gq_interval_seed = 61;
+  c->spin_ns = 50000;
+  const char *pin = getenv("TYCHO_PIN");
+  c->pin = pin && *pin == '1';
+}
+
+static unsigned cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (unsigned)n : 1;
+}
+
+static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+
+static int check_config(ty_config *c) {
+  if (c->workers == 0) c->workers = cpu_count();
+  if (c->workers > TY_MAX_WORKERS) return -EINVAL;
+  if (!pow2(c->mesh_ring) || !pow2(c->spawnq_cap) ||
+      c->spawnq_cap > TY__SPAWNQ_CAP || c->budget == 0)
+    return -EINVAL;
+  if (c->gq_interval_seed < 2) c->gq_interval_seed = 2;
+  if (c->gq_interval_seed > 127) c->gq_interval_seed = 127;
+  return 0;
+}
+
+static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
+  memset(w, 0, sizeof *w);
+  w->rt = rt;
+  w->id = id;
+  w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (w->wake_fd < 0) return -errno;
+  w->gq_interval = rt->cfg.gq_interval_seed;
+  w->rng = 0x9E3779B97F4A7C15ull * (id + 1) ^ ty__now_ns();
+  if (!w->rng) w->rng = 1;
+  w->peers = ty__xcalloc(rt->n, sizeof *w->peers);
+  w->free_slots = ty__xcalloc(4096, sizeof *w->free_slots);
+  w->capfree = 4096;
+  ty__spawnq_init(&w->spawnq, rt->cfg.spawnq_cap);
+  ty__inject_init(&w->inbox);
+  atomic_init(&w->park, TY__RUNNING);
+  atomic_init(&w->load, 0);
+  return 0;
+}
+
+int ty_runtime_new(const ty_config *cfg, const ty_actor_ops *ops, void *ud,
+                   ty_runtime **out) {
+  ty_config c;
+  if (cfg) c = *cfg; else ty_config_init(&c);
+  int err = check_config(&c);
+  if (err) return err;
+  if (!ops || !ops->resume || !ops->destroy) return -EINVAL;
+  ty_runtime *rt = aligned_alloc(TY_PAD, (sizeof *rt + TY_PAD - 1) / TY_PAD * TY_PAD);
+  if (!rt) return -ENOMEM;
+  memset(rt, 0, sizeof *rt);
+  rt->cfg = c;
+  rt->ops = *ops;
+  rt->ud = ud;
+  rt->n = c.workers;
+  rt->t0_ns = ty__now_ns();
+  ty__pidtab_init(&rt->pids);
+  ty__inject_init(&rt->inject);
+  ty__idle_init(&rt->idle, rt->n);
+  if ((err = ty__mesh_init(&rt->mesh, rt->n, c.mesh_ring))) goto fail_mesh;
+  rt->workers = aligned_alloc(TY_PAD, rt->n * sizeof(ty_worker));
+  if (!rt->workers) { err = -ENOMEM; goto fail_workers; }
+  for (unsigned i = 0; i < rt->n; i++) {
+    if ((err = init_worker(rt, &rt->workers[i], i))) goto fail_worker;
+  }
+  *out = rt;
+  return 0;
+fail_worker:
+  for (unsigned i = 0; i < rt->n; i++) {
+    if (rt->workers[i].wake_fd > 0) close(rt->workers[i].wake_fd);
+    free(rt->workers[i].peers);
+  }
+  free(rt->workers);
+fail_workers:
+  ty__mesh_destroy(&rt->mesh);
+fail_mesh:
+  ty__idle_destroy(&rt->idle);
+  ty__inject_destroy(&rt->inject);
+  ty__pidtab_destroy(&rt->pids);
+  free(rt);
+  return err;
+}
+
+unsigned ty_runtime_workers(const ty_runtime *rt) { return rt->n; }
+void *ty_runtime_userdata(const ty_runtime *rt) { return rt->ud; }
+uint64_t ty_runtime_now_ns(const ty_runtime *rt) {
+  return ty__now_ns() - rt->t0_ns;
+}
+
+/* ---- actors and messages ------------------------------------------------ */
+
+ty_msg *ty_msg_new(size_t len) {
+  size_t size = ty__alloc_size(sizeof(ty_msg) + len);
+  ty_msg *m = ty__alloc(size);
+  memset(m, 0, sizeof *m);
+  m->type = TY__T_MSG;
+  m->len = (uint32_t)len;
+  m->cap = (uint32_t)(size - sizeof(ty_msg));
+  return m;
+}
+
+void ty_msg_free(ty_msg *m) { ty__free(m, sizeof(ty_msg) + m->cap); }
+
+ty_actor *ty__actor_alloc(void) {
+  ty_actor *a = ty__alloc(sizeof *a);
+  memset(a, 0, sizeof *a);
+  return a;
+}
+
+void ty__actor_free(ty_actor *a) { ty__free(a, sizeof *a); }
+
+
+void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
+  ty__stats *s = &rt->workers[i].stats;
+  /* relaxed: counters, each read on its own. */
+#define GET(f) o->f = atomic_load_explicit(&s->f, memory_order_relaxed)
+  GET(polls); GET(lifo_hits); GET(steals); GET(stolen); GET(parks);
+  GET(unparks); GET(mesh_sent); GET(mesh_received); GET(inject_pops);
+  GET(spawns_placed); GET(spawns_remote); GET(actors);
+#undef GET
+}
+
+/* ---- leftovers ---------------------------------------------------------- */
+
+static void free_chain(ty_runtime *rt, ty__node *n) {
+  while (n) {
+    ty__node *next = n->next;
+    if (((ty_actor *)n)->type == TY__T_ACTOR) {
+      ty_actor *a = (ty_actor *)n;
+      rt->ops.destroy(a, NULL, rt->ud);
+      ty__actor_free(a);
+    } else {
+      ty_msg_free((ty_msg *)n);
+    }
+    n = next;
+  }
+}
+
+/* After every worker has exited: free what is still queued anywhere. */
+void ty__runtime_drain(ty_runtime *rt) {
+  ty__node *n;
+  for (unsigned i = 0; i < rt->n; i++) {
+    ty_worker *w = &rt->workers[i];
+    while ((n = ty__spawnq_pop(&w->spawnq))) free_chain(rt, (n->next = NULL, n));
+    for (unsigned from = 0; from < rt->n; from++) {
+      if (from == i) continue;
+      ty__node *buf[64];
+      size_t got;
+      while ((got = ty__mesh_drain(&rt->mesh, i, from, buf, 64)))
+        for (size_t k = 0; k < got; k++) free_chain(rt, (buf[k]->next = NULL, buf[k]));
+      /* entries staged but never published */
+      ty__mesh_publish(&rt->mesh, from, i);
+      while ((got = ty__mesh_drain(&rt->mesh, i, from, buf, 64)))
+        for (size_t k = 0; k < got; k++) free_chain(rt, (buf[k]->next = NULL, buf[k]));
+      free_chain(rt, w->peers[from].overflow.head);
+      w->peers[from].overflow.head = w->peers[from].overflow.tail = NULL;
+    }
+    ty__inject_pop_n(&w->inbox, SIZE_MAX, &n);
+    free_chain(rt, n);
+  }
+  ty__inject_pop_n(&rt->inject, SIZE_MAX, &n);
+  free_chain(rt, n);
+  /* Messages parked on spawn requests that never started. */
+  uint32_t top = atomic_load_explicit(&rt->pids.next, memory_order_relaxed);
+  if (top > TY_PID_MAX_SLOTS) top = TY_PID_MAX_SLOTS;
+  for (uint32_t s = 0; s < top; s++) {
+    ty__pident *e = ty__pidtab_get(&rt->pids, s);
+    if (!e) continue;
+    /* relaxed: every other thread has been joined. */
+    ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
+    free_chain(rt, m ? &m->node : NULL);
+  }
+}
+
+void ty_runtime_free(ty_runtime *rt) {
+  if (!rt) return;
+  ty__assert(!rt->started); /* ty_runtime_stop first */
+  ty__runtime_drain(rt); /* idempotent: a stop drained already */
+  for (unsigned i = 0; i < rt->n; i++) {
+    ty_worker *w = &rt->workers[i];
+    close(w->wake_fd);
+    free(w->peers);
+    free(w->free_slots);
+    ty__inject_destroy(&w->inbox);
+  }
+  free(rt->workers);
+  ty__mesh_destroy(&rt->mesh);
+  ty__idle_destroy(&rt->idle);
+  ty__inject_destroy(&rt->inject);
+  ty__pidtab_destroy(&rt->pids);
+  free(rt);
+}
+

@@ -1,0 +1,141 @@
+/*
+ * runtime.h - the runtime and worker structures (internal to the core).
+ * Their fields are grouped by the thread that writes them. The functions of
+ * the worker (worker.c, deliver.c, park.c) are declared in worker.h.
+ */
+#ifndef TY_RUNTIME_H
+#define TY_RUNTIME_H
+
+#include <pthread.h>
+
+#include "idle.h"
+#include "inject.h"
+#include "mesh.h"
+#include "pidtab.h"
+#include "spawnq.h"
+#include "timer.h"
+#include "ty.h"
+
+/* Actor states, worker-private. */
+enum {
+  TY__A_UNSTARTED = 0,
+  TY__A_QUEUED,  /* in the ready queue or the LIFO slot */
+  TY__A_RUNNING,
+  TY__A_WAITING, /* for a message or its timer */
+  TY__A_BLOCKED, /* for room in a full mesh ring */
+};
+
+enum {
+  TY__AF_TIMED_OUT = 1, /* the timer ended the last wait */
+  TY__AF_SEND_BLOCKED = 2,
+};
+
+/* Park states (ty_worker.park). */
+enum { TY__RUNNING = 0, TY__PARKED = 1, TY__NOTIFIED = 2 };
+
+typedef struct ty__list {
+  ty__node *head, *tail;
+} ty__list;
+
+static inline void ty__list_push(ty__list *l, ty__node *n) {
+  n->next = NULL;
+  if (l->tail) l->tail->next = n; else l->head = n;
+  l->tail = n;
+}
+static inline ty__node *ty__list_pop(ty__list *l) {
+  ty__node *n = l->head;
+  if (n) {
+    l->head = n->next;
+    if (!l->head) l->tail = NULL;
+  }
+  return n;
+}
+
+/* Counters: written only by the owner with relaxed load+store (no RMW cost),
+ * read by anyone with relaxed loads. */
+typedef struct ty__stats {
+  _Atomic uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
+      mesh_received, inject_pops, spawns_placed, spawns_remote, actors;
+} ty__stats;
+
+#define TY__STAT_ADD(w, field, n)                                              \
+  atomic_store_explicit(                                                       \
+      &(w)->stats.field,                                                       \
+      atomic_load_explicit(&(w)->stats.field, memory_order_relaxed) + (n),     \
+      memory_order_relaxed)
+
+/* Per (this worker -> peer) state for the mesh: what did not fit in the ring
+ * yet (kept in order) and the actors waiting for it to drain. */
+typedef struct ty__peer {
+  ty__list overflow;
+  ty__list blocked; /* actors that sent into the overflow */
+} ty__peer;
+
+struct ty_worker {
+  /* ---- rarely changed ---- */
+  ty_runtime *rt;
+  unsigned id;
+  pthread_t thread;
+  int wake_fd; /* eventfd: unparkers write, the parked owner waits on it */
+  void *data;  /* the binding's per-worker data */
+  struct ty__io *io; /* the worker's I/O backend (owner only) */
+
+  /* ---- written by the owner only ---- */
+  alignas(TY_PAD) ty_actor *lifo;
+  ty_actor *current;
+  uint32_t lifo_polls;
+  uint32_t gq_interval;
+  uint64_t tick;
+  uint32_t queue_turns; /* picks that got past the LIFO slot */
+  uint64_t rng;
+  ty__list ready;
+  size_t ready_len;
+  ty__peer *peers;      /* [n] */
+  uint64_t dirty_mask;  /* peers with staged mesh entries (n <= 64) */
+  unsigned overflowing; /* peers with a non-empty overflow list */
+  ty__wheel wheel;
+  uint64_t batch_start_ns;
+  uint32_t batch_polls;
+  double poll_ewma_ns;
+  bool searching;
+  unsigned place_to;   /* P2C choice for the current block */
+  uint32_t place_left; /* spawns left in the block */
+  uint32_t *free_slots; /* pid slots this worker may reuse */
+  size_t nfree, capfree;
+  size_t live;          /* started actors on this worker */
+
+  ty__spawnq spawnq;
+
+  /* ---- written by other threads ---- */
+  alignas(TY_PAD) _Atomic uint32_t park; /* TY__RUNNING / PARKED / NOTIFIED */
+  alignas(TY_PAD) _Atomic uint64_t load; /* owner-written P2C load */
+  alignas(TY_PAD) ty__inject inbox;      /* messages from non-worker threads */
+  ty__stats stats;
+};
+
+struct ty_runtime {
+  ty_config cfg;
+  ty_actor_ops ops;
+  void *ud;
+  unsigned n;
+  uint64_t t0_ns;
+  ty_worker *workers; /* [n], each cache-aligned */
+  ty__mesh mesh;
+  ty__inject inject;
+  ty__idle idle;
+  ty__pidtab pids;
+  /* Set once by stop (seq_cst store; workers poll it relaxed and re-read it
+   * after their park fence). */
+  alignas(TY_PAD) _Atomic int stopping;
+  bool started;
+};
+
+/* runtime.c */
+ty_actor *ty__actor_alloc(void);
+void ty__actor_free(ty_actor *a);
+/* Frees everything still queued anywhere (spawn queues, rings, overflow
+ * lists, inboxes, messages parked on unstarted pids): once every worker
+ * thread has exited. Idempotent. */
+void ty__runtime_drain(ty_runtime *rt);
+
+#endif

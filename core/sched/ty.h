@@ -1,0 +1,229 @@
+/*
+ * ty.h - the public interface of the tycho scheduler core.
+ *
+ * The core runs actors on N worker threads and knows nothing of Lua: an actor
+ * is a `ty_actor` whose behaviour comes from one table of operations
+ * (`ty_actor_ops`) given when the runtime is created. The Lua binding
+ * (core/lua) and the C tests and benchmarks plug in through that same table.
+ *
+ * Lifecycle of an actor:
+ *   ty_spawn()      creates a *spawn request*: it has a pid at once, but no
+ *                   worker yet. P2C places it on a worker's spawn queue, from
+ *                   where idle workers may steal it. Messages sent to it wait.
+ *   first run       the worker that takes it becomes its home for life and
+ *                   calls ops->resume with a->started == false.
+ *   ops->resume()   runs it until it waits (TY_WAIT), yields (TY_YIELD) or
+ *                   ends (TY_DONE); it is always called on the home worker.
+ *   ops->destroy()  after TY_DONE, at shutdown, or for a request that never
+ *                   started (then on any thread, with no worker).
+ *
+ * Messages (ty_msg) are byte payloads with a small header. A mailbox is
+ * touched only by its actor's worker: sends from other workers travel through
+ * the mesh of SPSC rings, sends from other threads through the worker's inbox.
+ * Order is kept per sender -> receiver pair; nothing is dropped between live
+ * actors. A full ring makes the *sender* wait (ty_send_blocked), never drops.
+ *
+ * Errors are negative errno values.
+ */
+#ifndef TY_H
+#define TY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "timer.h"
+
+/*
+ * A pid names an actor for life: ((gen << TY_PID_SLOT_BITS) | slot). It fits
+ * in 53 bits so that Lua can hold it as a plain number; a slot reused by a
+ * later actor has another generation, so a stale pid never reaches it.
+ */
+typedef uint64_t ty_pid;
+#define TY_PID_SLOT_BITS 26
+#define TY_PID_GEN_BITS 27
+#define TY_PID_MAX_SLOTS (1u << TY_PID_SLOT_BITS)
+#define TY_MAX_WORKERS 64
+
+typedef struct ty_runtime ty_runtime;
+typedef struct ty_worker ty_worker;
+typedef struct ty_actor ty_actor;
+typedef struct ty_msg ty_msg;
+
+/* What a resume tells the worker. */
+enum {
+  TY_WAIT = 0,  /* waiting for a message or its timer (see ty_actor_wait) */
+  TY_YIELD = 1, /* runnable again: back of the ready queue */
+  TY_DONE = 2   /* finished: the worker frees its pid and destroys it */
+};
+
+/* Node types, so that one queue or ring can carry both. */
+enum { TY__T_ACTOR = 1, TY__T_MSG = 2 };
+
+/*
+ * Message kinds below TY_MSG_SIGNAL are ordinary; kinds at or above it are
+ * signals (exit, down, kill ...), which wake an actor whatever it waits for.
+ */
+#define TY_MSG_SIGNAL 0x100u
+
+struct ty_msg {
+  ty__node node;
+  uint32_t type; /* TY__T_MSG */
+  uint32_t kind; /* binding-defined; see TY_MSG_SIGNAL */
+  ty_pid to;
+  ty_pid from;
+  uint64_t ref;  /* call correlation (0: none) */
+  uint64_t aux;  /* binding-defined */
+  uint32_t len;  /* payload bytes in data[] */
+  uint32_t cap;  /* allocated payload bytes */
+  char data[];
+};
+
+/* A waiting actor's mailbox: singly linked FIFO, touched only by its worker. */
+typedef struct ty_mailbox {
+  ty_msg *head;
+  ty_msg *tail;
+  uint32_t len;
+  uint32_t signals; /* how many have kind >= TY_MSG_SIGNAL */
+} ty_mailbox;
+
+struct ty_actor {
+  ty__node node; /* ready queue, spawn queue, inject, mesh */
+  uint32_t type; /* TY__T_ACTOR */
+  uint16_t home; /* worker index, valid once started */
+  uint8_t state; /* TY__A_* (worker-private) */
+  uint8_t flags; /* TY__AF_* (worker-private) */
+  ty_pid pid;
+  uint64_t wait_ref; /* while waiting: wake only for this ref (0: any) */
+  ty_mailbox mbox;
+  ty__timer timer;
+  void *user; /* the binding's data */
+  bool started;
+  bool pinned; /* placed by ty_spawn_at: never on a spawn queue */
+  uint16_t blocked_peer; /* worker whose full ring the last send hit */
+};
+
+typedef struct ty_actor_ops {
+  /* Called once on each worker thread before it runs anything, and once
+   * when it exits; either may be NULL. The binding creates a Lua state. */
+  void (*worker_init)(ty_worker *w, void *ud);
+  void (*worker_exit)(ty_worker *w, void *ud);
+  /* Runs the actor on its home worker; returns TY_WAIT, TY_YIELD, TY_DONE. */
+  int (*resume)(ty_actor *a, void *ud);
+  /* Frees a->user. w is NULL when called for a request that never started
+   * (on whichever thread cleans it up). */
+  void (*destroy)(ty_actor *a, ty_worker *w, void *ud);
+  /* A message reached no live actor (ended or stale pid), on the worker that
+   * found out (or NULL). May send a reply; must not free m. May be NULL. */
+  void (*undeliverable)(ty_msg *m, ty_worker *w, void *ud);
+} ty_actor_ops;
+
+typedef struct ty_config {
+  unsigned workers;          /* 0: one per CPU */
+  uint32_t mesh_ring;        /* entries per SPSC ring (power of two) */
+  uint32_t spawnq_cap;       /* spawn queue slots (power of two, <= 256) */
+  uint32_t budget;           /* polls between timer/I/O maintenance */
+  uint32_t max_lifo_polls;   /* LIFO polls in a row */
+  uint32_t gq_interval_seed; /* first global queue interval */
+  int io;                    /* TY_IO_AUTO, TY_IO_URING or TY_IO_EPOLL */
+  uint64_t spin_ns;          /* how long an idle worker looks before parking */
+  bool pin;                  /* pin worker i to CPU i (TYCHO_PIN=1) */
+} ty_config;
+
+/* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
+ * LIFO 3, interval 61, spin 50 us). */
+void ty_config_init(ty_config *c);
+
+/* Creates a runtime (threads not started). ud is passed to every op. */
+int ty_runtime_new(const ty_config *c, const ty_actor_ops *ops, void *ud,
+                   ty_runtime **out);
+/* Starts the worker threads. */
+int ty_runtime_start(ty_runtime *rt);
+/* Stops: every worker stops at its actor's next yield, destroys its actors
+ * and exits; then everything still queued is freed. Joins every thread.
+ * Callable from any thread that is not a worker. */
+void ty_runtime_stop(ty_runtime *rt);
+/* Frees a stopped (or never started) runtime. */
+void ty_runtime_free(ty_runtime *rt);
+
+unsigned ty_runtime_workers(const ty_runtime *rt);
+void *ty_runtime_userdata(const ty_runtime *rt);
+/* Monotonic nanoseconds since the runtime was created. */
+uint64_t ty_runtime_now_ns(const ty_runtime *rt);
+
+/*
+ * Creates an actor with binding data `user` and places it (P2C from a worker,
+ * the inject queue from any other thread). *out gets its pid. Any thread.
+ */
+int ty_spawn(ty_runtime *rt, void *user, ty_pid *out);
+
+/*
+ * Creates an actor that starts on `worker` and is never stolen (forks, and
+ * tests that need a known placement). Any thread.
+ */
+int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out);
+
+/* Allocates a message with room for `len` payload bytes (m->len = len). */
+ty_msg *ty_msg_new(size_t len);
+void ty_msg_free(ty_msg *m);
+
+/*
+ * Sends m to m->to. On success the runtime owns m. Returns -ESRCH when the
+ * pid names no live actor that the sender can see (the caller still owns m).
+ * A message may still reach nobody if the actor ends while it travels: then
+ * ops->undeliverable sees it. Any thread.
+ */
+int ty_send(ty_runtime *rt, ty_msg *m);
+
+/* True when the last send from this actor found its ring full: the actor
+ * should return TY_YIELD now; the worker resumes it once the ring has room. */
+bool ty_send_blocked(const ty_actor *a);
+
+/* The worker running the calling thread, or NULL. */
+ty_worker *ty_worker_current(void);
+unsigned ty_worker_id(const ty_worker *w);
+ty_runtime *ty_worker_runtime(const ty_worker *w);
+/* The actor being resumed on this thread, or NULL. */
+ty_actor *ty_actor_current(void);
+/* The worker's I/O backend (see io.h); only on the worker's own thread. */
+struct ty__io *ty_worker_io(const ty_worker *w);
+/* Per-worker pointer for the binding (its lua_State). */
+void ty_worker_set_data(ty_worker *w, void *data);
+void *ty_worker_data(const ty_worker *w);
+
+/* Is pid alive (not ended)? A hint when the actor is on another worker. */
+bool ty_pid_alive(ty_runtime *rt, ty_pid pid);
+
+/* Mailbox access for the actor's own resume. */
+static inline ty_msg *ty_mbox_first(ty_actor *a) { return a->mbox.head; }
+static inline ty_msg *ty_mbox_next(ty_msg *m) { return (ty_msg *)m->node.next; }
+/* Removes m, whose predecessor is prev (NULL when m is first). */
+void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m);
+static inline ty_msg *ty_mbox_pop(ty_actor *a) {
+  ty_msg *m = a->mbox.head;
+  if (m) ty_mbox_remove(a, NULL, m);
+  return m;
+}
+
+/*
+ * Before returning TY_WAIT: wake when a message arrives (only one whose ref
+ * is `ref`, or a signal, when ref != 0), or after timeout_ns (< 0: never).
+ * Call with timeout_ns >= 0 and no message wanted to sleep.
+ */
+void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref);
+/* Makes a waiting actor runnable (an I/O completion, say). Only on the
+ * actor's home worker; a no-op if it is not waiting. */
+void ty_actor_wake(ty_actor *a);
+
+/* After a resume that followed ty_actor_wait: did the timer end the wait? */
+bool ty_actor_timed_out(const ty_actor *a);
+
+/* Per-worker counters, readable from any thread while it runs. */
+typedef struct ty_worker_stats {
+  uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
+      mesh_received, inject_pops, spawns_placed, spawns_remote, actors;
+} ty_worker_stats;
+void ty_worker_stats_get(ty_runtime *rt, unsigned worker, ty_worker_stats *out);
+
+#endif

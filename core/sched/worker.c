@@ -1,0 +1,367 @@
+/*
+ * worker.c - the worker thread and its loop.
+ *
+ * Each turn: drain the incoming mesh rings, then take the next actor from the
+ * LIFO slot (at most max_lifo_polls in a row), the ready queue, the spawn
+ * queue, the inject queue (first, every gq_interval ticks), or steal; with
+ * nothing to do, spin a little and park (park.c). Every `budget` polls the
+ * worker also fires its timers, drains its inbox and polls I/O even when work
+ * remains. The worker threads are started and stopped here too.
+ *
+ * Everything here runs on the worker's own thread except ty_runtime_start and
+ * ty_runtime_stop.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "io/io.h"
+#include "worker.h"
+
+#define INJECT_BATCH 128
+#define GQ_TARGET_NS 200000.0 /* Tokio: aim to check inject every 200 us */
+
+static _Thread_local ty_worker *tls_worker;
+
+ty_worker *ty_worker_current(void) { return tls_worker; }
+ty_actor *ty_actor_current(void) {
+  return tls_worker ? tls_worker->current : NULL;
+}
+unsigned ty_worker_id(const ty_worker *w) { return w->id; }
+ty_runtime *ty_worker_runtime(const ty_worker *w) { return w->rt; }
+void ty_worker_set_data(ty_worker *w, void *data) { w->data = data; }
+struct ty__io *ty_worker_io(const ty_worker *w) { return w->io; }
+void *ty_worker_data(const ty_worker *w) { return w->data; }
+
+/* ---- running ----------------------------------------------------------- */
+
+/* The first run: this worker becomes the actor's home (see pidtab.h). */
+static void start_actor(ty_worker *w, ty_actor *a) {
+  ty__pident *e = ty__pidtab_get(&w->rt->pids, ty__pid_slot(a->pid));
+  a->home = (uint16_t)w->id;
+  /* relaxed: published by the release half of the CAS below. */
+  atomic_store_explicit(&e->actor, a, memory_order_relaxed);
+  uint64_t old = atomic_load_explicit(&e->word, memory_order_relaxed);
+  for (unsigned spins = 1;; spins++) {
+    if (ty__w_locked(old)) {
+      /* The holder may be a preempted thread: do not burn our slice. */
+      if (spins % 64 == 0) sched_yield();
+      else ty__cpu_relax();
+      old = atomic_load_explicit(&e->word, memory_order_relaxed);
+      continue;
+    }
+    uint64_t live = ty__w_make(ty__w_gen(old), TY__S_LIVE, w->id);
+    /* acq_rel: acquire sees the pending list of every sender that held the
+     * lock before; release publishes home and actor to later senders. */
+    if (atomic_compare_exchange_weak_explicit(&e->word, &old, live,
+                                              memory_order_acq_rel,
+                                              memory_order_relaxed))
+      break;
+  }
+  /* relaxed: ordered by the CAS above; no sender touches it after LIVE. */
+  ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
+  ty_msg *rev = NULL;
+  while (m) { /* pending is newest first */
+    ty_msg *next = (ty_msg *)m->node.next;
+    m->node.next = (ty__node *)rev;
+    rev = m;
+    m = next;
+  }
+  while (rev) {
+    ty_msg *next = (ty_msg *)rev->node.next;
+    ty__mbox_append(a, rev);
+    rev = next;
+  }
+  w->live++;
+  TY__STAT_ADD(w, actors, 1);
+}
+
+/* Free pid slots a worker keeps before it shares them (see pidtab.h). */
+#define LOCAL_FREE_MAX 4096
+
+static void free_slot(ty_worker *w, ty_actor *a) {
+  uint32_t slot = ty__pid_slot(a->pid);
+  ty__pident *e = ty__pidtab_get(&w->rt->pids, slot);
+  uint32_t gen = (ty__pid_gen(a->pid) + 1) & ((1u << TY_PID_GEN_BITS) - 1);
+  /* relaxed: only the home worker reads `actor`, and it is us. */
+  atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
+  /* release: a sender that sees the new generation sees nothing stale. */
+  atomic_store_explicit(&e->word, ty__w_make(gen ? gen : 1, TY__S_FREE, 0),
+                        memory_order_release);
+  if (w->nfree == LOCAL_FREE_MAX) { /* share the older half */
+    ty__pidtab_give(&w->rt->pids, w->free_slots, LOCAL_FREE_MAX / 2);
+    memmove(w->free_slots, w->free_slots + LOCAL_FREE_MAX / 2,
+            LOCAL_FREE_MAX / 2 * sizeof(uint32_t));
+    w->nfree = LOCAL_FREE_MAX / 2;
+  }
+  w->free_slots[w->nfree++] = slot;
+}
+
+/* Ends a started actor: its pid dies first, so later sends fail at once; then
+ * what is left in its mailbox is reported undeliverable. */
+static void finish_actor(ty_worker *w, ty_actor *a) {
+  ty_runtime *rt = w->rt;
+  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  free_slot(w, a);
+  ty_msg *m;
+  while ((m = ty_mbox_pop(a))) ty__undeliverable(w, m);
+  rt->ops.destroy(a, w, rt->ud);
+  ty__actor_free(a);
+  w->live--;
+  TY__STAT_ADD(w, actors, (uint64_t)-1);
+}
+
+static void run_actor(ty_worker *w, ty_actor *a) {
+  ty_runtime *rt = w->rt;
+  if (!a->started) start_actor(w, a);
+  a->state = TY__A_RUNNING;
+  w->current = a;
+  w->place_left = 0; /* placement blocks never span two runs */
+  ty__update_load(w);    /* counts the running actor: a long run looks busy */
+  int r = rt->ops.resume(a, rt->ud);
+  w->current = NULL;
+  a->started = true;
+  TY__STAT_ADD(w, polls, 1);
+  bool blocked = a->flags & TY__AF_SEND_BLOCKED;
+  a->flags &= ~TY__AF_SEND_BLOCKED;
+  if (r == TY_DONE) {
+    finish_actor(w, a);
+  } else if (blocked && r == TY_YIELD) {
+    /* It yielded for room: resume it when that overflow list empties. (An
+     * actor that waits instead keeps its place: the list keeps the order.) */
+    ty__peer *p = &w->peers[a->blocked_peer];
+    if (p->overflow.head) {
+      a->state = TY__A_BLOCKED;
+      ty__list_push(&p->blocked, &a->node);
+    } else {
+      ty__ready_push(w, a);
+    }
+  } else if (r == TY_YIELD) {
+    ty__ready_push(w, a);
+  } else {
+    a->state = TY__A_WAITING;
+  }
+  ty__publish_all(w);
+}
+
+/* Tokio's self-tuning: check the inject queue about every 200 us of polling,
+ * measured as an EWMA of the time per poll. */
+static void tune_interval(ty_worker *w, uint64_t now_ns) {
+  if (w->batch_polls) {
+    double per = (double)(now_ns - w->batch_start_ns) / w->batch_polls;
+    w->poll_ewma_ns = w->poll_ewma_ns ? 0.1 * per + 0.9 * w->poll_ewma_ns : per;
+    double iv = GQ_TARGET_NS / (w->poll_ewma_ns > 1 ? w->poll_ewma_ns : 1);
+    w->gq_interval = iv < 2 ? 2 : iv > 127 ? 127 : (uint32_t)iv;
+  }
+  w->batch_start_ns = now_ns;
+  w->batch_polls = 0;
+}
+
+/* Timers, the inbox and I/O: run every `budget` polls and around parking,
+ * so that they are served even while work remains. */
+void ty__maintenance(ty_worker *w) {
+  uint64_t now = ty_runtime_now_ns(w->rt);
+  tune_interval(w, now);
+  ty__io_wait(w->io, 0);
+  ty__fire_timers(w, now);
+  ty__drain_inbox(w);
+  ty__update_load(w);
+}
+
+/* ---- finding work ------------------------------------------------------ */
+
+/* Takes a batch from the inject queue: one to run, the rest onto the spawn
+ * queue (Tokio: min(len / workers + 1, room, 128)). */
+static ty_actor *pop_inject(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  size_t len = ty__inject_len(&rt->inject);
+  if (!len) return NULL;
+  size_t room = w->spawnq.mask + 1 - ty__spawnq_len(&w->spawnq);
+  size_t want = len / rt->n + 1;
+  if (want > room + 1) want = room + 1;
+  if (want > INJECT_BATCH) want = INJECT_BATCH;
+  ty__node *n;
+  size_t got = ty__inject_pop_n(&rt->inject, want, &n);
+  if (!got) return NULL;
+  TY__STAT_ADD(w, inject_pops, got);
+  ty__node *first = n;
+  n = n->next;
+  while (n) {
+    ty__node *next = n->next;
+    ty__spawnq_push(&w->spawnq, n, &rt->inject);
+    n = next;
+  }
+  return (ty_actor *)first;
+}
+
+static ty_actor *next_local(ty_worker *w) {
+  if (w->lifo) {
+    ty_actor *a = w->lifo;
+    w->lifo = NULL;
+    if (w->lifo_polls < w->rt->cfg.max_lifo_polls) {
+      w->lifo_polls++;
+      TY__STAT_ADD(w, lifo_hits, 1);
+      return a;
+    }
+    ty__ready_push(w, a); /* fairness: the slot had its turns */
+  }
+  w->lifo_polls = 0;
+  ty_actor *a;
+  if (w->tick % w->gq_interval == 0 && (a = pop_inject(w))) return a;
+  /* Spawn requests get a turn too: a ready queue that never empties (actors
+   * yielding, a pair passing messages through the LIFO slot) must not keep
+   * new actors from starting. Counted in turns that reach the queues, which
+   * every (max_lifo_polls + 1)th poll does at least. */
+  if ((++w->queue_turns & 7) == 0 &&
+      (a = (ty_actor *)ty__spawnq_pop(&w->spawnq)))
+    return a;
+  if ((a = ty__ready_pop(w))) return a;
+  if ((a = (ty_actor *)ty__spawnq_pop(&w->spawnq))) return a;
+  return pop_inject(w);
+}
+
+static ty_actor *steal(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  if (!w->searching) {
+    if (!ty__idle_try_search(&rt->idle)) return NULL;
+    w->searching = true;
+  }
+  unsigned start = (unsigned)(ty__rand_next(&w->rng) % rt->n);
+  for (unsigned k = 0; k < rt->n; k++) {
+    unsigned v = (start + k) % rt->n;
+    if (v == w->id) continue;
+    /* A lone request stays with its owner, which is running and will start
+     * it soon: it is usually a child its parent is about to talk to, and a
+     * stolen actor stays on the thief for life. */
+    if (ty__spawnq_len(&rt->workers[v].spawnq) < 2) continue;
+    uint32_t before = ty__spawnq_len(&w->spawnq);
+    ty__node *n = ty__spawnq_steal_into(&rt->workers[v].spawnq, &w->spawnq);
+    if (n) {
+      TY__STAT_ADD(w, steals, 1);
+      TY__STAT_ADD(w, stolen, ty__spawnq_len(&w->spawnq) - before + 1);
+      return (ty_actor *)n;
+    }
+  }
+  return pop_inject(w);
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+static void worker_loop(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  uint32_t budget = rt->cfg.budget;
+  /* relaxed: a stop is also noticed after the park fence; a late look here
+   * costs at most one more actor run. */
+  while (!atomic_load_explicit(&rt->stopping, memory_order_relaxed)) {
+    if (w->batch_polls >= budget) ty__maintenance(w);
+    ty__drain_mesh(w);
+    ty__drain_inbox(w);
+    if (w->overflowing) ty__flush_overflow(w);
+    ty_actor *a = next_local(w);
+    if (!a) a = steal(w);
+    if (!a) {
+      if (!ty__spin_for_work(w)) ty__park(w);
+      continue;
+    }
+    ty__end_search(w);
+    run_actor(w, a);
+    w->tick++;
+    w->batch_polls++;
+    if ((w->tick & 15) == 0) ty__update_load(w);
+  }
+}
+
+/* At stop, on the worker's thread (the binding's state is still open):
+ * destroy every actor started here. */
+static void destroy_started(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  /* relaxed: every spawning thread is a worker that is stopping or a
+   * non-worker the caller of stop has finished with. */
+  uint32_t top = atomic_load_explicit(&rt->pids.next, memory_order_relaxed);
+  if (top > TY_PID_MAX_SLOTS) top = TY_PID_MAX_SLOTS;
+  for (uint32_t s = 0; s < top && w->live; s++) {
+    ty__pident *e = ty__pidtab_get(&rt->pids, s);
+    if (!e) continue;
+    /* acquire: see the home worker's actor pointer (we are that worker). */
+    uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
+    if (ty__w_state(word) != TY__S_LIVE || ty__w_home(word) != w->id) continue;
+    finish_actor(w, atomic_load_explicit(&e->actor, memory_order_relaxed));
+  }
+}
+
+/* Keeps worker i on CPU i (mod the CPUs this process may use): an actor
+ * cannot move, so a worker the kernel migrates or stacks on a busy CPU
+ * stalls every actor it holds. */
+static void pin_to_cpu(ty_worker *w) {
+  cpu_set_t allowed, one;
+  if (sched_getaffinity(0, sizeof allowed, &allowed)) return;
+  int n = CPU_COUNT(&allowed), k = (int)(w->id % (unsigned)(n ? n : 1));
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &allowed) || k--) continue;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    return;
+  }
+}
+
+static void *worker_main(void *arg) {
+  ty_worker *w = arg;
+  ty_runtime *rt = w->rt;
+  tls_worker = w;
+  ty__alloc_thread_init();
+  ty__wheel_init(&w->wheel, ty_runtime_now_ns(rt) / 1000000);
+  w->batch_start_ns = ty_runtime_now_ns(rt);
+  if (rt->cfg.pin) pin_to_cpu(w);
+  if (ty__io_new(w->wake_fd, rt->cfg.io, &w->io))
+    ty__die("cannot create the worker's I/O backend");
+  if (rt->ops.worker_init) rt->ops.worker_init(w, rt->ud);
+  worker_loop(w);
+  if (w->lifo) ty__ready_push(w, w->lifo);
+  w->lifo = NULL;
+  /* Pinned spawn requests wait in the ready queue without a LIVE slot. */
+  ty__node *n;
+  while ((n = ty__list_pop(&w->ready))) {
+    ty_actor *a = (ty_actor *)n;
+    if (!a->started) {
+      rt->ops.destroy(a, NULL, rt->ud);
+      ty__actor_free(a);
+    }
+  }
+  w->ready_len = 0;
+  for (unsigned i = 0; i < rt->n; i++) w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
+  destroy_started(w);
+  if (rt->ops.worker_exit) rt->ops.worker_exit(w, rt->ud);
+  ty__io_free(w->io);
+  w->io = NULL;
+  ty__alloc_thread_exit();
+  tls_worker = NULL;
+  return NULL;
+}
+
+/* ---- starting and stopping the threads --------------------------------- */
+
+int ty_runtime_start(ty_runtime *rt) {
+  if (rt->started) return -EALREADY;
+  rt->started = true;
+  for (unsigned i = 0; i < rt->n; i++) {
+    int err = pthread_create(&rt->workers[i].thread, NULL, worker_main,
+                             &rt->workers[i]);
+    if (err) ty__die("cannot create a worker thread");
+  }
+  return 0;
+}
+
+void ty_runtime_stop(ty_runtime *rt) {
+  if (!rt->started) return;
+  /* seq_cst: a worker stores PARKED, fences and then reads `stopping`; we
+   * store it and then read their park state. */
+  atomic_store(&rt->stopping, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  for (unsigned i = 0; i < rt->n; i++) ty__worker_unpark(&rt->workers[i]);
+  for (unsigned i = 0; i < rt->n; i++) pthread_join(rt->workers[i].thread, NULL);
+  rt->started = false;
+  ty__runtime_drain(rt);
+}
+

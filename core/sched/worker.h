@@ -1,0 +1,62 @@
+/*
+ * worker.h - what the files of a worker share (internal to the core):
+ *
+ *   worker.c    the thread and its loop, running actors, finding work
+ *   deliver.c   ready queue and LIFO slot, mesh staging, mailboxes, waits
+ *   park.c      searching, spinning, parking and waking
+ *   route.c     spawns and sends from any thread (uses the three above)
+ *
+ * Everything here runs on the worker's own thread unless it says otherwise.
+ */
+#ifndef TY_WORKER_H
+#define TY_WORKER_H
+
+#include "runtime.h"
+
+/* ---- worker.c ----------------------------------------------------------- */
+
+/* Timers, inbox and I/O: every `budget` polls and around parking. */
+void ty__maintenance(ty_worker *w);
+
+/* ---- deliver.c ---------------------------------------------------------- */
+
+void ty__ready_push(ty_worker *w, ty_actor *a);
+ty_actor *ty__ready_pop(ty_worker *w);
+/* Publishes the worker's P2C load (ready + spawn queue + LIFO + running). */
+void ty__update_load(ty_worker *w);
+/* Stages n for peer `to` (or its overflow list when the ring is full, in
+ * which case it returns false). */
+bool ty__worker_mesh_push(ty_worker *w, unsigned to, ty__node *n);
+/* Publishes every ring with staged entries and wakes the parked receivers. */
+void ty__publish_all(ty_worker *w);
+/* Moves what fits of the overflow lists into their rings, in order. */
+void ty__flush_overflow(ty_worker *w);
+/* Takes what the incoming rings / the inbox hold. */
+bool ty__drain_mesh(ty_worker *w);
+void ty__drain_inbox(ty_worker *w);
+void ty__mbox_append(ty_actor *a, ty_msg *m);
+/* m is addressed to an actor whose home is w (or to a stale pid). A local
+ * send from a running actor wakes the receiver into the LIFO slot. */
+void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running);
+/* m reached no live actor: ops->undeliverable, then it is freed. */
+void ty__undeliverable(ty_worker *w, ty_msg *m);
+/* The running actor's last send went into an overflow list. */
+void ty__worker_note_blocked(ty_worker *w, unsigned to);
+/* Fires the timers due by now_ns; true if any fired. */
+bool ty__fire_timers(ty_worker *w, uint64_t now_ns);
+
+/* ---- park.c ------------------------------------------------------------- */
+
+/* Any thread: wakes w if it is parked (after the caller's seq_cst fence). */
+void ty__worker_unpark(ty_worker *w);
+/* Any thread: after pushing stealable work, wakes a parked worker if no
+ * worker is searching. */
+void ty__notify_parked(ty_runtime *rt);
+/* The worker found work: it stops searching (and may wake another). */
+void ty__end_search(ty_worker *w);
+/* Watches for work for up to spin_ns; true when some is visible. */
+bool ty__spin_for_work(ty_worker *w);
+/* Parks until woken, the next timer, or an I/O completion. */
+void ty__park(ty_worker *w);
+
+#endif
