@@ -46,7 +46,8 @@ static int c_resume(ty_actor *a, void *ud) {
   return c->step(a, c);
 }
 static void c_destroy(ty_actor *a, ty_worker *w, void *ud) {
-  (void)w; (void)ud;
+  (void)w;
+  (void)ud;
   free(a->user);
 }
 static const ty_actor_ops ops = {.resume = c_resume, .destroy = c_destroy};
@@ -105,7 +106,8 @@ static uint32_t xorshift32(uint32_t x) {
 /* ---- spawn ------------------------------------------------------------- */
 
 static int spawn_child(ty_actor *a, cact *c) {
-  (void)a; (void)c;
+  (void)a;
+  (void)c;
   done_one();
   return TY_DONE;
 }
@@ -256,7 +258,9 @@ static int sleeper(ty_actor *a, cact *c) {
   uint64_t late = ty_runtime_now_ns(g_rt) - c->t - (uint64_t)c->n * 1000000;
   atomic_fetch_add_explicit(&g_late_sum_ns, late, memory_order_relaxed);
   uint64_t cur = atomic_load_explicit(&g_late_max_ns, memory_order_relaxed);
-  while (late > cur && !atomic_compare_exchange_weak(&g_late_max_ns, &cur, late)) {}
+  while (late > cur &&
+         !atomic_compare_exchange_weak(&g_late_max_ns, &cur, late)) {
+  }
   done_one();
   return TY_DONE;
 }
@@ -298,8 +302,10 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     step_fn fn;
-  } w[] = {{"spawn", spawn_root},   {"pingpong", ping},
-           {"ring", ring_root},     {"skew", skew_root},
+  } w[] = {{"spawn", spawn_root},
+           {"pingpong", ping},
+           {"ring", ring_root},
+           {"skew", skew_root},
            {"timers", timers_root}};
   if (argc < 2) {
     fprintf(stderr, "usage: cbench spawn|pingpong|ring|skew|timers\n");
@@ -323,13 +329,17 @@ int main(int argc, char **argv) {
     for (unsigned k = 0; getenv("STATS") && k < cfg.workers; k++) {
       ty_worker_stats s;
       ty_worker_stats_get(g_rt, k, &s);
-      printf("# worker %u: polls=%llu lifo=%llu steals=%llu stolen=%llu parks=%llu "
-             "unparks=%llu mesh_sent=%llu mesh_recv=%llu inject=%llu placed=%llu remote=%llu\n",
+      printf("# worker %u: polls=%llu lifo=%llu steals=%llu stolen=%llu "
+             "parks=%llu "
+             "unparks=%llu mesh_sent=%llu mesh_recv=%llu inject=%llu "
+             "placed=%llu remote=%llu\n",
              k, (unsigned long long)s.polls, (unsigned long long)s.lifo_hits,
              (unsigned long long)s.steals, (unsigned long long)s.stolen,
              (unsigned long long)s.parks, (unsigned long long)s.unparks,
-             (unsigned long long)s.mesh_sent, (unsigned long long)s.mesh_received,
-             (unsigned long long)s.inject_pops, (unsigned long long)s.spawns_placed,
+             (unsigned long long)s.mesh_sent,
+             (unsigned long long)s.mesh_received,
+             (unsigned long long)s.inject_pops,
+             (unsigned long long)s.spawns_placed,
              (unsigned long long)s.spawns_remote);
     }
     fflush(stdout);

@@ -16,8 +16,8 @@
 
 #include "common.h"
 
-#define TY__ALLOC_MAX 512     /* larger blocks go straight to malloc */
-#define TY__ALLOC_KEEP 4096   /* blocks kept per class per worker */
+#define TY__ALLOC_MAX 512   /* larger blocks go straight to malloc */
+#define TY__ALLOC_KEEP 4096 /* blocks kept per class per worker */
 
 /* Turns the calling thread's cache on (workers, at start) or off and empty
  * (at exit). */

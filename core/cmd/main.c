@@ -94,8 +94,10 @@ static int parse_workers(const char *s) {
   char *end;
   long v = strtol(s, &end, 10);
   if (!*s || *end || v < 1 || v > TY_MAX_WORKERS) {
-    fprintf(stderr, "tycho: --workers wants an integer from 1 to %d, not "
-                    "'%s'\n", TY_MAX_WORKERS, s);
+    fprintf(stderr,
+            "tycho: --workers wants an integer from 1 to %d, not "
+            "'%s'\n",
+            TY_MAX_WORKERS, s);
     exit(2);
   }
   return (int)v;

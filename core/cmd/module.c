@@ -10,8 +10,8 @@
 #include "lua/lapi.h"
 #include "lua/lpool.h"
 #include "lua/lrun.h"
-#include "net/lhttp.h"
 #include "module.h"
+#include "net/lhttp.h"
 #include "net/lnet.h"
 
 int luaopen_tycho_core(lua_State *L) {

@@ -23,12 +23,9 @@ static int resolve(int kind) {
 
 int ty__io_available(int kind) {
   switch (kind) {
-  case TY_IO_EPOLL:
-    return 1;
-  case TY_IO_URING:
-    return ty__io_uring_usable();
-  default:
-    return resolve(TY_IO_AUTO);
+  case TY_IO_EPOLL: return 1;
+  case TY_IO_URING: return ty__io_uring_usable();
+  default: return resolve(TY_IO_AUTO);
   }
 }
 
@@ -77,8 +74,8 @@ int ty__io_send(ty__io *io, ty__io_op *op, int fd, const void *buf,
   return io->vt->send(io, op, fd, buf, len);
 }
 
-int ty__io_connect(ty__io *io, ty__io_op *op, int fd,
-                   const struct sockaddr *sa, socklen_t len) {
+int ty__io_connect(ty__io *io, ty__io_op *op, int fd, const struct sockaddr *sa,
+                   socklen_t len) {
   if (ty__io_op_busy(op)) return -EBUSY;
   if (len > sizeof op->addr) return -EINVAL;
   memcpy(&op->addr, sa, len);

@@ -68,10 +68,10 @@ struct ty__io_op {
   /* ---- private to the backend: zero it once, then leave it alone ---- */
   ty__io_op *next; /* pending list (epoll; io_uring re-arms) */
   int fd;
-  uint8_t kind;  /* TY__IO_* */
-  uint8_t state; /* TY__IO_IDLE / ARMED / CANCELLING */
-  uint8_t flags; /* backend bookkeeping */
-  int res;       /* a result waiting for delivery (epoll) */
+  uint8_t kind;    /* TY__IO_* */
+  uint8_t state;   /* TY__IO_IDLE / ARMED / CANCELLING */
+  uint8_t flags;   /* backend bookkeeping */
+  int res;         /* a result waiting for delivery (epoll) */
   const char *buf; /* send: the bytes */
   size_t len;
   struct sockaddr_storage addr; /* connect: the peer */
@@ -113,8 +113,7 @@ typedef struct ty__io_stats {
 int ty__io_new(int wake_fd, int kind, ty__io **out);
 
 /* ty__io_new with knobs (opts may be NULL). */
-int ty__io_new_ex(int wake_fd, int kind, const ty__io_opts *opts,
-                  ty__io **out);
+int ty__io_new_ex(int wake_fd, int kind, const ty__io_opts *opts, ty__io **out);
 
 /*
  * ty__io_free - destroy a backend.
@@ -172,8 +171,7 @@ int ty__io_recv(ty__io *io, ty__io_op *op, int fd);
  * callback. SIGPIPE is never raised (MSG_NOSIGNAL). Returns 0, -EBUSY, or
  * a negative errno.
  */
-int ty__io_send(ty__io *io, ty__io_op *op, int fd, const void *buf,
-                size_t len);
+int ty__io_send(ty__io *io, ty__io_op *op, int fd, const void *buf, size_t len);
 
 /*
  * ty__io_connect - connect a non-blocking stream socket to sa.
@@ -182,8 +180,8 @@ int ty__io_send(ty__io *io, ty__io_op *op, int fd, const void *buf,
  * (-ECONNREFUSED, -ENETUNREACH, ...). The address is copied. Returns 0,
  * -EBUSY, -EINVAL (address too long), or a negative errno.
  */
-int ty__io_connect(ty__io *io, ty__io_op *op, int fd,
-                   const struct sockaddr *sa, socklen_t len);
+int ty__io_connect(ty__io *io, ty__io_op *op, int fd, const struct sockaddr *sa,
+                   socklen_t len);
 
 /*
  * ty__io_cancel - ask a busy op to end.

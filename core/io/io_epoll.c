@@ -282,8 +282,8 @@ static int arm(epoll_io *e, ty__io_op *op, int kind, int fd) {
   int err = watch(e, fd);
   if (err) return err;
   fdrec *r = &e->fds[fd];
-  ty__io_op **slot = kind == TY__IO_ACCEPT || kind == TY__IO_RECV ? &r->rd
-                                                                   : &r->wr;
+  ty__io_op **slot =
+      kind == TY__IO_ACCEPT || kind == TY__IO_RECV ? &r->rd : &r->wr;
   if (*slot) return -EBUSY; /* one op per direction */
   ty__io_op_start(op, kind, fd);
   *slot = op;
@@ -358,9 +358,15 @@ static void e_free(ty__io *io) {
 }
 
 static const ty__io_vt epoll_vt = {
-    .name = "epoll",    .wait = e_wait,     .accept = e_accept,
-    .recv = e_recv,     .send = e_send,     .connect = e_connect,
-    .cancel = e_cancel, .settle = e_settle, .forget = e_forget,
+    .name = "epoll",
+    .wait = e_wait,
+    .accept = e_accept,
+    .recv = e_recv,
+    .send = e_send,
+    .connect = e_connect,
+    .cancel = e_cancel,
+    .settle = e_settle,
+    .forget = e_forget,
     .free = e_free,
 };
 

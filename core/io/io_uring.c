@@ -48,17 +48,17 @@ typedef struct uring_io {
   ty__io base;
   struct io_uring ring;
   int wake_fd;
-  uint64_t wake_val;   /* the armed eventfd read lands here */
-  ty__io_op wake_op;   /* TY__IO_WAKE */
-  bool wake_poll;      /* the kernel refused the read: poll + read() */
+  uint64_t wake_val; /* the armed eventfd read lands here */
+  ty__io_op wake_op; /* TY__IO_WAKE */
+  bool wake_poll;    /* the kernel refused the read: poll + read() */
   struct io_uring_buf_ring *br;
   size_t br_bytes;
-  char *bufs;          /* nbufs * buf_size bytes */
+  char *bufs; /* nbufs * buf_size bytes */
   unsigned nbufs, buf_size;
   ty__io_op *pend_head, *pend_tail;
-  unsigned busy;       /* caller ops between arm and final callback */
-  bool closing;        /* ty__io_free is draining: no more re-arms */
-  bool skip_cqe;       /* IOSQE_CQE_SKIP_SUCCESS works */
+  unsigned busy; /* caller ops between arm and final callback */
+  bool closing;  /* ty__io_free is draining: no more re-arms */
+  bool skip_cqe; /* IOSQE_CQE_SKIP_SUCCESS works */
 } uring_io;
 
 /* ---- probing ----------------------------------------------------------- */
@@ -89,7 +89,8 @@ static bool probe_buf_ring(struct io_uring *r) {
                    MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
   if (mem == MAP_FAILED) return false;
   struct io_uring_buf_reg reg = {.ring_addr = (uintptr_t)mem,
-                                 .ring_entries = 8, .bgid = BGID};
+                                 .ring_entries = 8,
+                                 .bgid = BGID};
   bool ok = io_uring_register_buf_ring(r, &reg, 0) == 0;
   munmap(mem, bytes);
   return ok;
@@ -167,8 +168,7 @@ static void prep(uring_io *u, ty__io_op *op, struct io_uring_sqe *s) {
     if (op->flags & F_POLL_FIRST) s->ioprio |= IORING_RECVSEND_POLL_FIRST;
     break;
   case TY__IO_CONNECT:
-    io_uring_prep_connect(s, op->fd, (struct sockaddr *)&op->addr,
-                          op->addrlen);
+    io_uring_prep_connect(s, op->fd, (struct sockaddr *)&op->addr, op->addrlen);
     break;
   case TY__IO_WAKE:
     if (u->wake_poll) io_uring_prep_poll_add(s, u->wake_fd, POLLIN);
@@ -216,8 +216,8 @@ static void finish(uring_io *u, ty__io_op *op, int res, const char *data) {
 }
 
 static void give_back(uring_io *u, unsigned bid) {
-  io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * u->buf_size,
-                        u->buf_size, (unsigned short)bid, (int)u->nbufs - 1, 0);
+  io_uring_buf_ring_add(u->br, u->bufs + (size_t)bid * u->buf_size, u->buf_size,
+                        (unsigned short)bid, (int)u->nbufs - 1, 0);
   io_uring_buf_ring_advance(u->br, 1);
 }
 
@@ -307,7 +307,7 @@ static int flush_pending(uring_io *u) {
     ty__io_op *next = op->next;
     unsigned f = op->flags;
     op->next = NULL;
-    op->flags &= (uint8_t)~(F_PEND_SUBMIT | F_PEND_CANCEL);
+    op->flags &= (uint8_t) ~(F_PEND_SUBMIT | F_PEND_CANCEL);
     if (f & F_PEND_SUBMIT) {
       if (op->state == TY__IO_CANCELLING || u->closing) {
         finish(u, op, -ECANCELED, NULL); /* it never reached the kernel */
@@ -431,9 +431,15 @@ static void u_free(ty__io *io) {
 }
 
 static const ty__io_vt uring_vt = {
-    .name = "io_uring", .wait = u_wait,       .accept = u_accept,
-    .recv = u_recv,     .send = u_send,       .connect = u_connect,
-    .cancel = u_cancel, .settle = u_settle,   .forget = u_forget,
+    .name = "io_uring",
+    .wait = u_wait,
+    .accept = u_accept,
+    .recv = u_recv,
+    .send = u_send,
+    .connect = u_connect,
+    .cancel = u_cancel,
+    .settle = u_settle,
+    .forget = u_forget,
     .free = u_free,
 };
 
@@ -451,14 +457,14 @@ static int setup_bufs(uring_io *u, const ty__io_opts *o) {
   u->br = mem;
   io_uring_buf_ring_init(u->br);
   struct io_uring_buf_reg reg = {.ring_addr = (uintptr_t)mem,
-                                 .ring_entries = u->nbufs, .bgid = BGID};
+                                 .ring_entries = u->nbufs,
+                                 .bgid = BGID};
   int err = io_uring_register_buf_ring(&u->ring, &reg, 0);
   if (err) return err;
   u->bufs = ty__xmalloc((size_t)u->nbufs * u->buf_size);
   for (unsigned i = 0; i < u->nbufs; i++)
-    io_uring_buf_ring_add(u->br, u->bufs + (size_t)i * u->buf_size,
-                          u->buf_size, (unsigned short)i, (int)u->nbufs - 1,
-                          (int)i);
+    io_uring_buf_ring_add(u->br, u->bufs + (size_t)i * u->buf_size, u->buf_size,
+                          (unsigned short)i, (int)u->nbufs - 1, (int)i);
   io_uring_buf_ring_advance(u->br, (int)u->nbufs);
   return 0;
 }

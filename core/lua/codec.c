@@ -128,9 +128,7 @@ static void sb_key(sbuf *s, lua_State *L, int k) {
     if (is_ident(str, len)) sb_add(s, ".%s", str);
     else sb_quoted(s, str, len);
     break;
-  case LUA_TNUMBER:
-    sb_add(s, "[%.14g]", lua_tonumber(L, k));
-    break;
+  case LUA_TNUMBER: sb_add(s, "[%.14g]", lua_tonumber(L, k)); break;
   case LUA_TBOOLEAN:
     sb_add(s, lua_toboolean(L, k) ? "[true]" : "[false]");
     break;
@@ -186,7 +184,6 @@ static int walk_fail_size(walk *w, size_t size) {
   return -1;
 }
 
-
 /* Checks a table at `depth` before walking into it: not already on the path
  * (a cycle), not too deep, room on the Lua stack. */
 static int walk_enter(walk *w, int idx, int depth) {
@@ -194,8 +191,9 @@ static int walk_enter(walk *w, int idx, int depth) {
   for (int d = 0; d < depth; d++)
     if (w->open[d] == t) return walk_fail(w, depth, "cannot copy a cycle");
   if (depth >= TY_CODEC_MAX_DEPTH)
-    return walk_fail(w, depth, "cannot copy tables nested deeper than "
-                               DEPTH_STR " levels");
+    return walk_fail(w, depth,
+                     "cannot copy tables nested deeper than " DEPTH_STR
+                     " levels");
   if (!lua_checkstack(w->L, SLOTS_PER_TABLE))
     return walk_fail(w, depth, "cannot copy: the Lua stack is full");
   w->open[depth] = t;
@@ -272,8 +270,8 @@ static void enc_set_lim(enc *e) {
 static int enc_reserve(enc *e, size_t need) {
   size_t used = e->b->len - e->start;
   if (need > e->w.max - used)
-    return walk_fail_size(&e->w, need > SIZE_MAX - used ? SIZE_MAX
-                                                         : used + need);
+    return walk_fail_size(&e->w,
+                          need > SIZE_MAX - used ? SIZE_MAX : used + need);
   if (ty__buf_reserve(e->b, need) < 0)
     return fail_msg(e->w.err, e->w.errlen, "cannot copy: out of memory");
   enc_set_lim(e);
@@ -405,19 +403,15 @@ static int enc_value(enc *e, int idx, int type, int depth) {
     if (!(p = enc_put(e, 1))) return -1;
     *p = lua_toboolean(L, idx) ? TAG_TRUE : TAG_FALSE;
     return 0;
-  case LUA_TNUMBER:
-    return enc_number(e, lua_tonumber(L, idx));
-  case LUA_TSTRING:
-    return enc_string(e, idx);
-  case LUA_TTABLE:
-    return enc_table(e, idx, depth);
+  case LUA_TNUMBER: return enc_number(e, lua_tonumber(L, idx));
+  case LUA_TSTRING: return enc_string(e, idx);
+  case LUA_TTABLE: return enc_table(e, idx, depth);
   case LUA_TUSERDATA: {
     int r = enc_handle(e, idx, depth);
     if (r <= 0) return r;
     return walk_fail_type(&e->w, idx, depth, false);
   }
-  default:
-    return walk_fail_type(&e->w, idx, depth, false);
+  default: return walk_fail_type(&e->w, idx, depth, false);
   }
 }
 
@@ -468,17 +462,10 @@ static int cp_scalar(cp *c, int idx, int type, int depth) {
   size_t need;
   switch (type) {
   case LUA_TNIL:
-  case LUA_TBOOLEAN:
-    need = 1;
-    break;
-  case LUA_TNUMBER:
-    need = num_size(lua_tonumber(c->w.L, idx), &i);
-    break;
-  case LUA_TSTRING:
-    need = str_size(lua_objlen(c->w.L, idx));
-    break;
-  default:
-    return walk_fail_type(&c->w, idx, depth, false);
+  case LUA_TBOOLEAN: need = 1; break;
+  case LUA_TNUMBER: need = num_size(lua_tonumber(c->w.L, idx), &i); break;
+  case LUA_TSTRING: need = str_size(lua_objlen(c->w.L, idx)); break;
+  default: return walk_fail_type(&c->w, idx, depth, false);
   }
   return cp_account(c, need);
 }
@@ -560,8 +547,8 @@ static int cp_table(cp *c, int src, int depth) {
   return cp_hash(c, src, t, depth, narr);
 }
 
-int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes,
-                   char *err, size_t errlen) {
+int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
+                   size_t errlen) {
   cp c;
   int top = lua_gettop(L);
   first = abs_index(L, first);
@@ -580,4 +567,3 @@ int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes,
   }
   return n < 0 ? 0 : n;
 }
-

@@ -96,7 +96,7 @@ void ty__codec_release(const char *data, size_t len);
  * (max_bytes limits the size the encoding would have): pushes copies of the
  * n values at `first` and returns n, or returns -1 with err and pushes
  * nothing. */
-int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes,
-                   char *err, size_t errlen);
+int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
+                   size_t errlen);
 
 #endif

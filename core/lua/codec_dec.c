@@ -119,13 +119,9 @@ static int dec_value(dec *d, int depth) {
   }
   if (tag >= TAG_SHORTSTR) return dec_lstr(d, tag - TAG_SHORTSTR, at);
   switch (tag) {
-  case TAG_NIL:
-    lua_pushnil(L);
-    return 0;
+  case TAG_NIL: lua_pushnil(L); return 0;
   case TAG_FALSE:
-  case TAG_TRUE:
-    lua_pushboolean(L, tag == TAG_TRUE);
-    return 0;
+  case TAG_TRUE: lua_pushboolean(L, tag == TAG_TRUE); return 0;
   case TAG_INT32:
     if (dec_left(d) < 4) return dec_fail(d, "truncated number", at);
     lua_pushnumber(L, (lua_Number)(int32_t)get_u32(d->p));
@@ -139,12 +135,9 @@ static int dec_value(dec *d, int depth) {
   case TAG_STR:
     if (dec_varint(d, &len) < 0) return -1;
     return dec_lstr(d, len, at);
-  case TAG_TABLE:
-    return dec_table(d, depth, at);
-  case TAG_HANDLE:
-    return dec_handle(d, at);
-  default:
-    return dec_fail(d, "bad tag", at);
+  case TAG_TABLE: return dec_table(d, depth, at);
+  case TAG_HANDLE: return dec_handle(d, at);
+  default: return dec_fail(d, "bad tag", at);
   }
 }
 
@@ -153,8 +146,12 @@ int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
   int top = lua_gettop(L), n = 0;
   if (err && errlen > 0) err[0] = '\0';
   if (len == 0) return 0;
-  dec d = {L, (const uint8_t *)data, (const uint8_t *)data,
-           (const uint8_t *)data + len, err, errlen};
+  dec d = {L,
+           (const uint8_t *)data,
+           (const uint8_t *)data,
+           (const uint8_t *)data + len,
+           err,
+           errlen};
   while (d.p < d.end) {
     /* Every value needs a slot; a C function may hold LUAI_MAXCSTACK. */
     if (!lua_checkstack(L, 1)) {
@@ -170,7 +167,6 @@ int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
   return n;
 }
 
-
 /* ---- release: the handles of a message nobody will decode ----------------- */
 
 /* Skips one value at d->p, calling drop for each handle inside; -1 on
@@ -184,7 +180,8 @@ static int skip_value(dec *d, const ty__codec_hooks *h, int depth) {
   else if (tag == TAG_STR) {
     if (dec_varint(d, &len) < 0) return -1;
   } else if (tag <= TAG_TRUE) return 0;
-  else if (tag == TAG_INT32 || tag == TAG_DOUBLE) len = tag == TAG_INT32 ? 4 : 8;
+  else if (tag == TAG_INT32 || tag == TAG_DOUBLE)
+    len = tag == TAG_INT32 ? 4 : 8;
   else if (tag == TAG_HANDLE) {
     if (dec_left(d) < 8) return -1;
     h->drop(get_u32(d->p) | (uint64_t)get_u32(d->p + 4) << 32);
@@ -206,8 +203,12 @@ static int skip_value(dec *d, const ty__codec_hooks *h, int depth) {
 void ty__codec_release(const char *data, size_t len) {
   const ty__codec_hooks *h = ty__codec_hooks_get();
   if (!h || !h->drop || !len || !memchr(data, TAG_HANDLE, len)) return;
-  dec d = {NULL, (const uint8_t *)data, (const uint8_t *)data,
-           (const uint8_t *)data + len, NULL, 0};
+  dec d = {NULL,
+           (const uint8_t *)data,
+           (const uint8_t *)data,
+           (const uint8_t *)data + len,
+           NULL,
+           0};
   while (d.p < d.end)
     if (skip_value(&d, h, 0) < 0) return;
 }

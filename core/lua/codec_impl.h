@@ -20,7 +20,7 @@ enum {
   TAG_DOUBLE = 0x04,
   TAG_STR = 0x05,
   TAG_TABLE = 0x06,
-  TAG_HANDLE = 0x07, /* + u64 token: a userdata the hooks know (codec.h) */
+  TAG_HANDLE = 0x07,   /* + u64 token: a userdata the hooks know (codec.h) */
   TAG_SHORTSTR = 0x40, /* + length 0..63 */
   TAG_FIXINT = 0x80    /* + value 0..127 */
 };

@@ -218,10 +218,11 @@ static int start_actor(lt_actor *la) {
   char err[256];
   if (la->fn_kind != LT_FN_FILE) {
     if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) return -1;
-    int n = la->spawn_len
-                ? ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err)
-                : 0;
-    ty__free(la->spawn, la->spawn_len); /* no longer needed: keep actors small */
+    int n = la->spawn_len ? ty__codec_decode(co, la->spawn, la->spawn_len, err,
+                                             sizeof err)
+                          : 0;
+    ty__free(la->spawn,
+             la->spawn_len); /* no longer needed: keep actors small */
     la->spawn = NULL;
     la->spawn_len = 0;
     if (n < 0) {
@@ -327,18 +328,13 @@ static int wake_call(ty_actor *a, lt_actor *la) {
 /* Pushes the results of the API function that yielded; -1: keep waiting. */
 static int wake_args(ty_actor *a, lt_actor *la) {
   switch (la->wait) {
-  case LT_W_RECV:
-    return wake_recv(a, la);
-  case LT_W_CALL:
-    return wake_call(a, la);
+  case LT_W_RECV: return wake_recv(a, la);
+  case LT_W_CALL: return wake_call(a, la);
   case LT_W_SLEEP:
     if (!ty_actor_timed_out(a)) return rewait(a, la, UINT64_MAX);
     return 0;
-  case LT_W_YIELD:
-    lua_pushboolean(la->co, 1);
-    return 1;
-  case LT_W_EXT:
-    return la->ext_wake(la->co, a, la, ty_actor_timed_out(a));
+  case LT_W_YIELD: lua_pushboolean(la->co, 1); return 1;
+  case LT_W_EXT: return la->ext_wake(la->co, a, la, ty_actor_timed_out(a));
   }
   return 0;
 }

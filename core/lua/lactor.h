@@ -26,9 +26,8 @@ enum {
   LT_SIG_KILL,                 /* tycho.kill: payload = reason */
   LT_SIG_LINK,                 /* from links itself to the receiver */
   LT_SIG_UNLINK,
-  LT_SIG_MONITOR,              /* from monitors the receiver */
+  LT_SIG_MONITOR, /* from monitors the receiver */
 };
-
 
 /* What a suspended actor waits for. */
 enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD, LT_W_EXT };
@@ -66,16 +65,16 @@ typedef struct lt_pids {
 
 struct lt_actor {
   lua_State *co;
-  lt_fn *fn;       /* LT_FN_BYTECODE / LT_FN_MODULE: the shared function */
-  int co_ref;  /* anchors co in the registry (LUA_NOREF before start) */
+  lt_fn *fn;  /* LT_FN_BYTECODE / LT_FN_MODULE: the shared function */
+  int co_ref; /* anchors co in the registry (LUA_NOREF before start) */
   uint8_t fn_kind;
   uint8_t wait;
   bool trap_exit;
   bool is_main;
-  bool end_actor;  /* a fork called tycho.exit: its actor ends too */
-  char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
+  bool end_actor; /* a fork called tycho.exit: its actor ends too */
+  char *spawn;    /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
-  int fn_ref;      /* LT_FN_REF: registry ref of a table {n=, f, args...} */
+  int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...} */
   uint64_t call_ref;
   uint64_t deadline_ns; /* of the current wait, 0 for none */
   ty_pid pid;           /* this actor's (or fork's) own pid, once known */
@@ -86,14 +85,14 @@ struct lt_actor {
   lt_actor *parent_la;
   lt_actor *forks, *fork_next, *fork_prev;
   lt_pids links, monitors;
-  lt_owed *owed;        /* calls received and not answered yet (a stack) */
+  lt_owed *owed; /* calls received and not answered yet (a stack) */
   uint32_t nowed, capowed;
-  char *exit_reason;    /* set by tycho.exit: the actor is ending */
+  char *exit_reason; /* set by tycho.exit: the actor is ending */
   size_t exit_len;
-  lt_ext_wake_fn ext_wake; /* LT_W_EXT */
+  lt_ext_wake_fn ext_wake;                       /* LT_W_EXT */
   void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
   void *ext_ctx;
-  lt_res *resources;    /* owned, closed at the end */
+  lt_res *resources; /* owned, closed at the end */
 };
 
 /* ---- lactor.c ----------------------------------------------------------- */

@@ -21,8 +21,10 @@
 lt_cur lt_current(lua_State *L, const char *fname) {
   ty_actor *a = ty_actor_current();
   if (!a || !lt_g.rt)
-    luaL_error(L, "tycho.%s must be called from inside an actor "
-               "(start one with tycho.run)", fname);
+    luaL_error(L,
+               "tycho.%s must be called from inside an actor "
+               "(start one with tycho.run)",
+               fname);
   return (lt_cur){a, a->user};
 }
 
@@ -31,15 +33,15 @@ lt_cur lt_current(lua_State *L, const char *fname) {
 lt_cur lt_current_blocking(lua_State *L, const char *fname) {
   lt_cur c = lt_current(L, fname);
   if (L != c.la->co)
-    luaL_error(L, "tycho.%s blocks, so it must be called from the actor's "
+    luaL_error(L,
+               "tycho.%s blocks, so it must be called from the actor's "
                "own coroutine (or a tycho.fork), not from a coroutine "
-               "created by the script", fname);
+               "created by the script",
+               fname);
   return c;
 }
 
-ty_pid lt_self_pid(lt_cur c) {
-  return c.la->parent ? c.la->parent : c.a->pid;
-}
+ty_pid lt_self_pid(lt_cur c) { return c.la->parent ? c.la->parent : c.a->pid; }
 
 /* ---- argument helpers --------------------------------------------------- */
 
@@ -52,13 +54,14 @@ ty_pid lt_check_dest(lua_State *L, int idx, const char *fname) {
   int t = lua_type(L, idx);
   if (t == LUA_TNUMBER) {
     lua_Number v = lua_tonumber(L, idx);
-    if (!is_pid_number(v))
-      luaL_error(L, "tycho.%s: %f is not a pid", fname, v);
+    if (!is_pid_number(v)) luaL_error(L, "tycho.%s: %f is not a pid", fname, v);
     return (ty_pid)v;
   }
   if (t == LUA_TSTRING) return lt_names_lookup(lua_tostring(L, idx));
-  luaL_error(L, "tycho.%s: bad argument #%d (expected a pid or a registered "
-             "name, got %s)", fname, idx, luaL_typename(L, idx));
+  luaL_error(L,
+             "tycho.%s: bad argument #%d (expected a pid or a registered "
+             "name, got %s)",
+             fname, idx, luaL_typename(L, idx));
   return 0;
 }
 
@@ -66,8 +69,10 @@ ty_pid lt_check_dest(lua_State *L, int idx, const char *fname) {
 int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname) {
   if (lua_isnoneornil(L, idx)) return -1;
   if (lua_type(L, idx) != LUA_TNUMBER)
-    luaL_error(L, "tycho.%s: bad timeout (expected seconds as a number, got "
-               "%s)", fname, luaL_typename(L, idx));
+    luaL_error(L,
+               "tycho.%s: bad timeout (expected seconds as a number, got "
+               "%s)",
+               fname, luaL_typename(L, idx));
   lua_Number s = lua_tonumber(L, idx);
   if (!(s >= 0)) luaL_error(L, "tycho.%s: timeout must be >= 0", fname);
   if (s > 1e9) s = 1e9;
@@ -94,11 +99,13 @@ int lt_push_fail(lua_State *L, const char *token) {
 }
 
 lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
-                               const char *fname) {
+                           const char *fname) {
   int t = lua_type(L, fidx);
   if (t != LUA_TSTRING && t != LUA_TFUNCTION)
-    luaL_error(L, "tycho.%s: bad argument #1 (expected a function or a module "
-               "name, got %s)", fname, luaL_typename(L, fidx));
+    luaL_error(L,
+               "tycho.%s: bad argument #1 (expected a function or a module "
+               "name, got %s)",
+               fname, luaL_typename(L, fidx));
   if (t == LUA_TSTRING && lua_objlen(L, fidx) == 0)
     luaL_error(L, "tycho.%s: empty module name", fname);
   lt_fn *fn;
@@ -115,7 +122,8 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
   if (top >= first) {
     lt_worker *lw = lt_worker_get();
     ty__buf local, *b = lw ? &lw->buf : &local;
-    if (lw) ty__buf_reset(b); else ty__buf_init(b);
+    if (lw) ty__buf_reset(b);
+    else ty__buf_init(b);
     char err[256];
     if (ty__codec_encode(L, first, top - first + 1, b, lt_g.max_message, err,
                          sizeof err)) {
@@ -214,8 +222,10 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   /* A fork may call its actor (whose own coroutine answers), but no
    * coroutine can answer while it waits. */
   if (to == c.a->pid)
-    return luaL_error(L, "tycho.%s: an actor cannot call itself (it would "
-                      "wait for its own reply)", fname);
+    return luaL_error(L,
+                      "tycho.%s: an actor cannot call itself (it would "
+                      "wait for its own reply)",
+                      fname);
   ty_msg *m = lt_encode_msg(L, di + 1, lua_gettop(L) - di, fname);
   lt_worker *lw = lt_worker_get();
   m->to = to;
@@ -255,8 +265,10 @@ static int l_call(lua_State *L) {
 
 static int l_call_timeout(lua_State *L) {
   if (lua_type(L, 1) != LUA_TNUMBER)
-    return luaL_error(L, "tycho.call_timeout: bad argument #1 (expected "
-                      "seconds, got %s)", luaL_typename(L, 1));
+    return luaL_error(L,
+                      "tycho.call_timeout: bad argument #1 (expected "
+                      "seconds, got %s)",
+                      luaL_typename(L, 1));
   return do_call(L, lt_opt_timeout(L, 1, "call_timeout"), 2, "call_timeout");
 }
 
@@ -269,11 +281,11 @@ static int l_reply(lua_State *L) {
   int i = lt_owed_last(c.la);
   if (i < 0 && c.la->parent)
     return luaL_error(L, "tycho.reply: no call is waiting for an answer in "
-                      "this fork (to answer the actor's call from a fork, "
-                      "take tycho.response() before forking)");
+                         "this fork (to answer the actor's call from a fork, "
+                         "take tycho.response() before forking)");
   if (i < 0)
     return luaL_error(L, "tycho.reply: no call is waiting for an answer (reply "
-                      "answers the last call received with tycho.recv)");
+                         "answers the last call received with tycho.recv)");
   lt_owed o = c.la->owed[i];
   lt_send_reply(L, o.to, o.ref, 1, lua_gettop(L), "reply");
   lt_owed_remove(c.la, o.to, o.ref);
@@ -293,7 +305,8 @@ static int l_answer(lua_State *L) {
   lt_cur c = lt_current(L, "response");
   lt_actor *owner = lt_family_find(c.la, an->owner);
   if (!owner)
-    return luaL_error(L, "tycho.response: this function answers a call made "
+    return luaL_error(L,
+                      "tycho.response: this function answers a call made "
                       "to actor %.0f; call it from that actor",
                       (double)an->owner);
   bool owed = false;
@@ -321,12 +334,11 @@ static int l_response(lua_State *L) {
   return 1;
 }
 
-
 static const luaL_Reg funcs[] = {
-    {"spawn", l_spawn},   {"self", l_self},
-    {"send", l_send},     {"recv", l_recv},
-    {"call", l_call},     {"call_timeout", l_call_timeout},
-    {"reply", l_reply},   {"response", l_response},
+    {"spawn", l_spawn}, {"self", l_self},
+    {"send", l_send},   {"recv", l_recv},
+    {"call", l_call},   {"call_timeout", l_call_timeout},
+    {"reply", l_reply}, {"response", l_response},
     {NULL, NULL}};
 
 void lt_open_api(lua_State *L) { luaL_register(L, NULL, funcs); }

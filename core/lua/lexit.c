@@ -71,8 +71,7 @@ static void report_error(ty_actor *a, lua_State *co, const char **msg,
   if (la->parent)
     fprintf(stderr, "tycho: actor %.0f (fork %.0f) failed: %s\n",
             (double)la->parent, (double)a->pid, *msg);
-  else
-    fprintf(stderr, "tycho: actor %.0f failed: %s\n", (double)a->pid, *msg);
+  else fprintf(stderr, "tycho: actor %.0f failed: %s\n", (double)a->pid, *msg);
 }
 
 /* The coroutine returned: main actors hand their results to tycho.run (the
@@ -161,17 +160,10 @@ static void trapped_exit(ty_actor *a, ty_msg *m) {
 /* Handles one signal; returns true if the actor must die (reason in m). */
 static bool handle_signal(ty_actor *a, lt_actor *la, ty_msg *m) {
   switch (m->kind) {
-  case LT_SIG_LINK:
-    lt_pids_add(&la->links, m->from);
-    return false;
-  case LT_SIG_UNLINK:
-    lt_pids_remove(&la->links, m->from);
-    return false;
-  case LT_SIG_MONITOR:
-    lt_pids_add(&la->monitors, m->from);
-    return false;
-  case LT_SIG_KILL:
-    return true;
+  case LT_SIG_LINK: lt_pids_add(&la->links, m->from); return false;
+  case LT_SIG_UNLINK: lt_pids_remove(&la->links, m->from); return false;
+  case LT_SIG_MONITOR: lt_pids_add(&la->monitors, m->from); return false;
+  case LT_SIG_KILL: return true;
   case LT_SIG_EXIT: {
     if (!lt_pids_remove(&la->links, m->from)) return false; /* unlinked */
     bool normal = m->len == 6 && memcmp(m->data, "normal", 6) == 0;
@@ -199,7 +191,6 @@ ty_msg *lt_process_signals(ty_actor *a, lt_actor *la) {
   }
   return NULL;
 }
-
 
 void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
   (void)ud;
@@ -258,4 +249,3 @@ void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   }
   free(found);
 }
-

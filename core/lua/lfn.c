@@ -118,8 +118,10 @@ static int push_module_name(lua_State *L, int vidx) {
  */
 static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
   if (lua_iscfunction(L, idx))
-    luaL_error(L, "tycho.%s: cannot move a C function to another actor; wrap "
-               "it in a Lua function or use a module name", fname);
+    luaL_error(L,
+               "tycho.%s: cannot move a C function to another actor; wrap "
+               "it in a Lua function or use a module name",
+               fname);
   lua_Debug ar;
   lua_pushvalue(L, idx);
   lua_getinfo(L, ">u", &ar);
@@ -151,11 +153,12 @@ static void push_upvalue_modules(lua_State *L, int idx, const char *fname) {
   }
   if (!bad) return;
   luaL_pushresult(&b);
-  luaL_error(L, "tycho.%s: the function uses upvalue(s) (%s); an actor "
+  luaL_error(L,
+             "tycho.%s: the function uses upvalue(s) (%s); an actor "
              "shares nothing, so pass that data as arguments to tycho.%s "
              "(upvalues holding modules from require, or the function "
-             "itself, are fine)", fname,
-             lua_tostring(L, -1), fname);
+             "itself, are fine)",
+             fname, lua_tostring(L, -1), fname);
 }
 
 /* Encodes (bytecode, upvalue map) of the function at idx into out: 0, or
@@ -252,8 +255,10 @@ static int load_function(lua_State *co, lt_fn *f) {
     if (lua_pcall(co, 1, 1, 0)) return -1;
     if (!lua_isfunction(co, -1)) {
       const char *got = luaL_typename(co, -1);
-      lua_pushfstring(co, "tycho.spawn: module '%s' returned %s, not the "
-                      "actor's function", f->bytes, got);
+      lua_pushfstring(co,
+                      "tycho.spawn: module '%s' returned %s, not the "
+                      "actor's function",
+                      f->bytes, got);
       return -1;
     }
     return 0;
@@ -273,7 +278,7 @@ static int load_function(lua_State *co, lt_fn *f) {
     return -1;
   }
   int r = lt_fn_bind(co, top + 3, top + 2); /* stack: bytecode, map, fn */
-  lua_replace(co, top + 1);  /* fn (or the error) where the bytecode was */
+  lua_replace(co, top + 1); /* fn (or the error) where the bytecode was */
   lua_settop(co, top + 1);
   return r;
 }

@@ -193,8 +193,7 @@ static void grave_clear(graveyard *y, grave *g) {
   *g = (grave){0, NULL, 0};
 }
 
-void lt_grave_add(unsigned worker, ty_pid pid, const char *reason,
-                  size_t len) {
+void lt_grave_add(unsigned worker, ty_pid pid, const char *reason, size_t len) {
   if (worker >= nyards) return;
   graveyard *y = &yards[worker];
   bool normal = len == 6 && memcmp(reason, "normal", 6) == 0;

@@ -57,7 +57,8 @@ static struct {
 
 /* Readers (submit, stats) share it; creation and shutdown take it alone.
  * Writers first, so that a stop is not starved by a stream of submits. */
-static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static pthread_rwlock_t g_lock =
+    PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static ty_pool *g_pool; /* guarded by g_lock */
 
 static void thread_exit(void *state, void *ud);
@@ -163,7 +164,8 @@ typedef struct lp_thread {
 static const char resolver_src[] =
     "local name = ...\n"
     "local function missing(err, mod)\n"
-    "  return tostring(err):find(\"module '\" .. mod .. \"' not found\", 1, true)\n"
+    "  return tostring(err):find(\"module '\" .. mod .. \"' not found\", 1, "
+    "true)\n"
     "end\n"
     "local mod, field = name:match('^(.+)%.([^.]+)$')\n"
     "local why = 'not a module.function name'\n"
@@ -173,14 +175,17 @@ static const char resolver_src[] =
     "    return m[field]\n"
     "  end\n"
     "  if not ok and not missing(m, mod) then error(m, 0) end\n"
-    "  why = ok and (\"module '\" .. mod .. \"' has no function '\" .. field .. \"'\")\n"
+    "  why = ok and (\"module '\" .. mod .. \"' has no function '\" .. field "
+    ".. \"'\")\n"
     "    or (\"no module '\" .. mod .. \"'\")\n"
     "end\n"
     "local ok, f = pcall(require, name)\n"
     "if ok and type(f) == 'function' then return f end\n"
     "if not ok and not missing(f, name) then error(f, 0) end\n"
-    "error(\"tycho.blocking: cannot find the function '\" .. name .. \"' (\" ..\n"
-    "  why .. \", and no module '\" .. name .. \"' that returns a function)\", 0)\n";
+    "error(\"tycho.blocking: cannot find the function '\" .. name .. \"' (\" "
+    "..\n"
+    "  why .. \", and no module '\" .. name .. \"' that returns a function)\", "
+    "0)\n";
 
 static int new_ref_table(lua_State *L, const char *mode) {
   lua_newtable(L);
@@ -268,8 +273,8 @@ static int prepare(lua_State *L) {
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg)
-    msg = lua_pushfstring(L, "(error object is a %s value)",
-                          luaL_typename(L, 1));
+    msg =
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   luaL_traceback(L, L, msg, 1);
   return 1;
 }
@@ -326,9 +331,10 @@ static void run_resolve(lp_job *j, lp_thread *t) {
     return;
   }
   char addr[INET6_ADDRSTRLEN] = "";
-  const void *src = res->ai_family == AF_INET6
-      ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-      : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+  const void *src =
+      res->ai_family == AF_INET6
+          ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+          : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
   inet_ntop(res->ai_family, src, addr, sizeof addr);
   freeaddrinfo(res);
   lua_State *L = t->L;
@@ -353,14 +359,19 @@ static void job_run(ty_pool_job *pj) {
 static ty_actor *caller(lua_State *L, const char *fname) {
   ty_actor *a = ty_actor_current();
   if (!a || !lt_g.rt)
-    luaL_error(L, "tycho.%s must be called from inside an actor (start one "
-               "with tycho.run)%s", fname,
+    luaL_error(L,
+               "tycho.%s must be called from inside an actor (start one "
+               "with tycho.run)%s",
+               fname,
                ty_pool_on_thread() ? "; this is a blocking pool thread, "
-               "which runs outside every actor" : "");
+                                     "which runs outside every actor"
+                                   : "");
   if (((lt_actor *)a->user)->co != L)
-    luaL_error(L, "tycho.%s blocks, so it must be called from the actor's "
+    luaL_error(L,
+               "tycho.%s blocks, so it must be called from the actor's "
                "own coroutine (or a tycho.fork), not from a coroutine "
-               "created by the script", fname);
+               "created by the script",
+               fname);
   return a;
 }
 
@@ -383,8 +394,8 @@ static ty__buf *encode_request(lua_State *L, int top) {
     ty__codec_encode(L, top + 1, 2, b, SIZE_MAX, err, sizeof err);
     lua_settop(L, top);
   }
-  if (top >= 2 && ty__codec_encode(L, 2, top - 1, b, lt_g.max_message, err,
-                                   sizeof err))
+  if (top >= 2 &&
+      ty__codec_encode(L, 2, top - 1, b, lt_g.max_message, err, sizeof err))
     luaL_error(L, "tycho.blocking: %s", err);
   return b;
 }
@@ -392,7 +403,8 @@ static ty__buf *encode_request(lua_State *L, int top) {
 static int l_blocking(lua_State *L) {
   int t = lua_type(L, 1);
   if (t != LUA_TFUNCTION && t != LUA_TSTRING)
-    return luaL_error(L, "tycho.blocking: bad argument #1 (expected a "
+    return luaL_error(L,
+                      "tycho.blocking: bad argument #1 (expected a "
                       "function or a \"module.function\" name, got %s)",
                       luaL_typename(L, 1));
   if (t == LUA_TSTRING && lua_objlen(L, 1) == 0)
@@ -400,8 +412,8 @@ static int l_blocking(lua_State *L) {
   ty_actor *a = caller(L, "blocking");
   ty__buf *b = encode_request(L, lua_gettop(L));
   uint64_t ref = lt_new_ref();
-  lp_job *j = job_new(t == LUA_TFUNCTION ? LP_BYTECODE : LP_MODULE, a->pid,
-                      ref, b->data, b->len);
+  lp_job *j = job_new(t == LUA_TFUNCTION ? LP_BYTECODE : LP_MODULE, a->pid, ref,
+                      b->data, b->len);
   int rc = submit(&j->base);
   if (rc) {
     free(j);
@@ -424,8 +436,10 @@ static int check_family(lua_State *L, int idx) {
   if (strcmp(f, "any") == 0) return AF_UNSPEC;
   if (strcmp(f, "inet") == 0) return AF_INET;
   if (strcmp(f, "inet6") == 0) return AF_INET6;
-  return luaL_error(L, "tycho.resolve: family must be \"inet\", \"inet6\" or "
-                    "\"any\", not '%s'", f);
+  return luaL_error(L,
+                    "tycho.resolve: family must be \"inet\", \"inet6\" or "
+                    "\"any\", not '%s'",
+                    f);
 }
 
 /* A numeric address of the wanted family needs no resolver. */
@@ -497,15 +511,17 @@ static int l_pool_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (lt_g.rt)
     return luaL_error(L, "tycho.pool_config: the runtime is running; "
-                      "configure the pool before tycho.run");
+                         "configure the pool before tycho.run");
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
     char key[32];
     snprintf(key, sizeof key, "pool_%s", k);
     if (strlen(k) > 8 || !lt_pool_config_field(L, key, lua_gettop(L)))
-      return luaL_error(L, "tycho.pool_config: unknown option '%s' (known: "
-                        "max, queue, idle)", k);
+      return luaL_error(L,
+                        "tycho.pool_config: unknown option '%s' (known: "
+                        "max, queue, idle)",
+                        k);
     lua_pop(L, 1);
   }
   return 0;

@@ -15,8 +15,10 @@
 
 static int l_sleep(lua_State *L) {
   if (lua_type(L, 1) != LUA_TNUMBER)
-    return luaL_error(L, "tycho.sleep: bad argument #1 (expected seconds, got "
-                      "%s)", luaL_typename(L, 1));
+    return luaL_error(L,
+                      "tycho.sleep: bad argument #1 (expected seconds, got "
+                      "%s)",
+                      luaL_typename(L, 1));
   int64_t ns = lt_opt_timeout(L, 1, "sleep");
   lt_cur c = lt_current_blocking(L, "sleep");
   lt_wait_for(c, LT_W_SLEEP, ns, UINT64_MAX);
@@ -41,8 +43,10 @@ static int l_now(lua_State *L) {
 static int l_fork(lua_State *L) {
   lt_cur c = lt_current(L, "fork");
   if (lua_type(L, 1) != LUA_TFUNCTION)
-    return luaL_error(L, "tycho.fork: bad argument #1 (expected a function, "
-                      "got %s)", luaL_typename(L, 1));
+    return luaL_error(L,
+                      "tycho.fork: bad argument #1 (expected a function, "
+                      "got %s)",
+                      luaL_typename(L, 1));
   int n = lua_gettop(L);
   lua_createtable(L, n, 1);
   for (int i = 1; i <= n; i++) {
@@ -75,8 +79,8 @@ static int l_register(lua_State *L) {
   lt_cur c = lt_current(L, "register");
   const char *name = luaL_checkstring(L, 1);
   if (!*name) return luaL_error(L, "tycho.register: empty name");
-  ty_pid pid = lua_isnoneornil(L, 2) ? lt_self_pid(c)
-                                     : lt_check_dest(L, 2, "register");
+  ty_pid pid =
+      lua_isnoneornil(L, 2) ? lt_self_pid(c) : lt_check_dest(L, 2, "register");
   if (!pid || !ty_pid_alive(lt_g.rt, pid)) return lt_push_fail(L, "noproc");
   if (lt_names_register(name, pid)) return lt_push_fail(L, "taken");
   lua_pushboolean(L, 1);
@@ -212,8 +216,10 @@ static int l_kill(lua_State *L) {
 /* ---- stats -------------------------------------------------------------- */
 
 #define STAT_FIELDS(X)                                                         \
-  X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks) X(mesh_sent)   \
-  X(mesh_received) X(inject_pops) X(spawns_placed) X(spawns_remote) X(actors)
+  X(polls)                                                                     \
+  X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks) X(mesh_sent)            \
+      X(mesh_received) X(inject_pops) X(spawns_placed) X(spawns_remote)        \
+          X(actors)
 
 static int l_stats(lua_State *L) {
   if (!lt_g.rt) return luaL_error(L, "tycho.stats: the runtime is not running");
@@ -244,14 +250,13 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
-
 static const luaL_Reg funcs[] = {
-    {"sleep", l_sleep},         {"now", l_now},
-    {"yield", l_yield},         {"fork", l_fork},
-    {"register", l_register},   {"whereis", l_whereis},
-    {"monitor", l_monitor},     {"link", l_link},
-    {"unlink", l_unlink},       {"trap_exit", l_trap_exit},
-    {"exit", l_exit},           {"kill", l_kill},
-    {"stats", l_stats},         {NULL, NULL}};
+    {"sleep", l_sleep},       {"now", l_now},
+    {"yield", l_yield},       {"fork", l_fork},
+    {"register", l_register}, {"whereis", l_whereis},
+    {"monitor", l_monitor},   {"link", l_link},
+    {"unlink", l_unlink},     {"trap_exit", l_trap_exit},
+    {"exit", l_exit},         {"kill", l_kill},
+    {"stats", l_stats},       {NULL, NULL}};
 
 void lt_open_proc(lua_State *L) { luaL_register(L, NULL, funcs); }

@@ -26,15 +26,17 @@ static int l_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (lt_g.rt)
     return luaL_error(L, "tycho.config: the runtime is running; configure it "
-                      "before tycho.run");
+                         "before tycho.run");
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
     if (strcmp(k, "workers") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
       if (v < 1 || v > TY_MAX_WORKERS || floor(v) != v)
-        return luaL_error(L, "tycho.config: workers must be an integer "
-                          "between 1 and %d", TY_MAX_WORKERS);
+        return luaL_error(L,
+                          "tycho.config: workers must be an integer "
+                          "between 1 and %d",
+                          TY_MAX_WORKERS);
       lt_g.workers = (unsigned)v;
     } else if (strcmp(k, "call_timeout") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
@@ -45,18 +47,20 @@ static int l_config(lua_State *L) {
       lua_Number v = luaL_checknumber(L, -1);
       if (!(v >= 64))
         return luaL_error(L, "tycho.config: max_message must be >= 64 "
-                          "bytes");
+                             "bytes");
       lt_g.max_message = (size_t)v;
     } else if (strcmp(k, "io") == 0) {
       int io = ty__io_kind_parse(luaL_checkstring(L, -1));
       if (io < 0)
         return luaL_error(L, "tycho.config: io must be \"uring\", \"epoll\" or "
-                          "\"auto\"");
+                             "\"auto\"");
       lt_g.io = io;
     } else if (!lt_pool_config_field(L, k, -1)) {
-      return luaL_error(L, "tycho.config: unknown option '%s' (known: workers, "
+      return luaL_error(L,
+                        "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, pool_max, pool_queue, "
-                        "pool_idle)", k);
+                        "pool_idle)",
+                        k);
     }
     lua_pop(L, 1);
   }
@@ -106,8 +110,10 @@ static unsigned env_workers(lua_State *L) {
   char *end;
   long v = strtol(e, &end, 10);
   if (*end || v < 1 || v > TY_MAX_WORKERS)
-    luaL_error(L, "TYCHO_WORKERS must be an integer between 1 and %d, not "
-               "'%s'", TY_MAX_WORKERS, e);
+    luaL_error(L,
+               "TYCHO_WORKERS must be an integer between 1 and %d, not "
+               "'%s'",
+               TY_MAX_WORKERS, e);
   return (unsigned)v;
 }
 
@@ -124,7 +130,7 @@ static int io_kind(lua_State *L) {
   if (kind < 0) kind = TY_IO_AUTO;
   if (kind == TY_IO_URING && !ty__io_available(TY_IO_URING))
     luaL_error(L, "tycho.run: the io_uring backend was asked for but cannot "
-               "be used here (kernel too old, or io_uring disabled)");
+                  "be used here (kernel too old, or io_uring disabled)");
   return kind;
 }
 
@@ -134,7 +140,10 @@ static void wait_main(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 50 * 1000000;
-    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
     pthread_cond_timedwait(&g_main.cv, &g_main.mu, &ts);
     if (g_interrupted && !g_main.done) {
       g_interrupted = 0;
@@ -205,7 +214,7 @@ static int l_run(lua_State *L) {
   check_can_run(L);
   if (lua_isnoneornil(L, 1))
     return luaL_error(L, "tycho.run: bad argument #1 (expected the main "
-                      "function or a module name)");
+                         "function or a module name)");
   ty_config cfg;
   run_config(L, &cfg);
   lt_actor *la = lt_spawn_request(L, 1, 2, "run");
@@ -269,10 +278,12 @@ static int l_worker(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"config", l_config},     {"run", l_run},
-    {"running", l_running},   {"_run_file", l_run_file},
-    {"_spawn_at", l_spawn_at}, {"_worker", l_worker},
-    {NULL, NULL}};
+static const luaL_Reg funcs[] = {{"config", l_config},
+                                 {"run", l_run},
+                                 {"running", l_running},
+                                 {"_run_file", l_run_file},
+                                 {"_spawn_at", l_spawn_at},
+                                 {"_worker", l_worker},
+                                 {NULL, NULL}};
 
 void lt_open_run(lua_State *L) { luaL_register(L, NULL, funcs); }

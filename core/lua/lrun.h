@@ -13,8 +13,8 @@
 /* Process-wide settings (tycho.config) and the running runtime. */
 typedef struct lt_global {
   ty_runtime *rt;
-  unsigned workers;   /* 0: TYCHO_WORKERS, else one per CPU */
-  int io;             /* TY_IO_* (-1: not set: TYCHO_IO, else auto) */
+  unsigned workers; /* 0: TYCHO_WORKERS, else one per CPU */
+  int io;           /* TY_IO_* (-1: not set: TYCHO_IO, else auto) */
   double call_timeout;
   size_t max_message;
   char *path, *cpath; /* package.path/cpath handed to worker states */

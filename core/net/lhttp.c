@@ -163,8 +163,10 @@ static double opt_timeout(lua_State *L, const char *k, double def) {
   if (!lua_isnil(L, -1)) {
     v = lua_tonumber(L, -1);
     if (lua_type(L, -1) != LUA_TNUMBER || v == 0 || v != v)
-      luaL_error(L, "tycho.http: %s must be a number of seconds > 0 (or -1 "
-                 "for none)", k);
+      luaL_error(L,
+                 "tycho.http: %s must be a number of seconds > 0 (or -1 "
+                 "for none)",
+                 k);
     if (v < 0 || v == HUGE_VAL) v = -1;
   }
   lua_pop(L, 1);
@@ -184,8 +186,10 @@ static uint8_t opt_line(lua_State *L, const char *k, const char *def,
   if (v) {
     size_t vl = strlen(v);
     if (vl > MAX_TEXT || lt_http_check_header("x", 1, v, vl))
-      luaL_error(L, "tycho.http: %s must be at most %d characters, without "
-                 "CR or LF", k, MAX_TEXT);
+      luaL_error(L,
+                 "tycho.http: %s must be at most %d characters, without "
+                 "CR or LF",
+                 k, MAX_TEXT);
     n = (uint8_t)snprintf(dst, cap, "%s: %s\r\n", name, v);
   }
   lua_pop(L, 1);
@@ -197,13 +201,15 @@ static int l_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   hcfg c;
   memset(&c, 0, sizeof c);
-  c.max_head = (uint32_t)opt_num(L, "max_header_size", 32768, 64, 1 << 26, true);
+  c.max_head =
+      (uint32_t)opt_num(L, "max_header_size", 32768, 64, 1 << 26, true);
   c.max_headers = (uint32_t)opt_num(L, "max_headers", 100, 1, 1 << 20, true);
   c.max_body = (uint64_t)opt_num(L, "max_body_size", 1 << 20, 0, 1e15, true);
   c.head_tmo = opt_timeout(L, "header_timeout", 60);
   c.body_tmo = opt_timeout(L, "body_timeout", 60);
   c.idle_tmo = opt_timeout(L, "idle_timeout", 75);
-  c.server_len = opt_line(L, "server", "tycho", "Server", c.server, sizeof c.server);
+  c.server_len =
+      opt_line(L, "server", "tycho", "Server", c.server, sizeof c.server);
   c.ctype_len = opt_line(L, "default_type", "text/plain", "Content-Type",
                          c.ctype, sizeof c.ctype);
   hcfg *u = lua_newuserdata(L, sizeof *u);
@@ -250,16 +256,18 @@ void lt_open_http(lua_State *L) {
   lua_pop(L, 1);
   luaL_newmetatable(L, CONFIG_MT);
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = {
-      {"config", l_config},           {"parser", l_parser},
-      {"feed", l_feed},               {"respond", l_respond},
-      {"expired", l_expired},         {"reject", l_reject},
-      {"date", l_date},
-      {"gauge_new", lt_http_gauge_new},
-      {"gauge_enter", lt_http_gauge_enter},
-      {"gauge_count", lt_http_gauge_count},
-      {"gauge_free", lt_http_gauge_free},
-      {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"config", l_config},
+                                   {"parser", l_parser},
+                                   {"feed", l_feed},
+                                   {"respond", l_respond},
+                                   {"expired", l_expired},
+                                   {"reject", l_reject},
+                                   {"date", l_date},
+                                   {"gauge_new", lt_http_gauge_new},
+                                   {"gauge_enter", lt_http_gauge_enter},
+                                   {"gauge_count", lt_http_gauge_count},
+                                   {"gauge_free", lt_http_gauge_free},
+                                   {NULL, NULL}};
   lua_newtable(L);
   /* The upvalues of every function (UV_*). */
   lua_createtable(L, 0, 1);

@@ -7,8 +7,8 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "lua/lapi.h"
 #include "lhttp_impl.h"
+#include "lua/lapi.h"
 
 /* ---- gauges ---------------------------------------------------------------------- */
 
@@ -54,7 +54,8 @@ static void gauge_res_close(lt_res *r) {
 
 static lt_actor *current_la(lua_State *L, const char *fname) {
   ty_actor *a = ty_actor_current();
-  if (!a) luaL_error(L, "tycho.http.%s must be called from inside an actor", fname);
+  if (!a)
+    luaL_error(L, "tycho.http.%s must be called from inside an actor", fname);
   return a->user;
 }
 
@@ -129,4 +130,3 @@ int lt_http_gauge_free(lua_State *L) {
   pthread_mutex_unlock(&g_mu);
   return 0;
 }
-

@@ -60,7 +60,7 @@ typedef struct hdr {
 
 /* Limits and fixed header lines of a server (tycho.http options). */
 typedef struct hcfg {
-  uint32_t max_head;    /* request line + headers, bytes */
+  uint32_t max_head; /* request line + headers, bytes */
   uint32_t max_headers;
   uint64_t max_body;
   double idle_tmo, head_tmo, body_tmo; /* seconds; < 0: none */
@@ -92,15 +92,25 @@ typedef struct hparser {
   /* Responses not written yet. */
   char *out;
   size_t out_len, out_cap;
-  bool closing; /* the last response closes the connection */
+  bool closing;  /* the last response closes the connection */
   char *scratch; /* lower-cased header names */
   size_t scratch_cap;
 } hparser;
 
 /* Upvalues of every function of the _http table (lt_open_http). */
 enum {
-  UV_HDR_MT = 1, UV_METHOD, UV_PATH, UV_QUERY, UV_VERSION, UV_HEADERS, UV_BODY,
-  UV_STATUS, UV_V11, UV_V10, UV_METHODS, UV_COUNT = UV_METHODS
+  UV_HDR_MT = 1,
+  UV_METHOD,
+  UV_PATH,
+  UV_QUERY,
+  UV_VERSION,
+  UV_HEADERS,
+  UV_BODY,
+  UV_STATUS,
+  UV_V11,
+  UV_V10,
+  UV_METHODS,
+  UV_COUNT = UV_METHODS
 };
 extern const char *const lt_http_uv_strings[UV_METHODS - UV_METHOD];
 #define UV(i) lua_upvalueindex(i)

@@ -245,14 +245,15 @@ static void push_lower(lua_State *L, hparser *p, const char *s, size_t n) {
 
 /* Header values lose their trailing blanks (llhttp drops the leading). */
 static span trim(const hparser *p, span v) {
-  while (v.len && (p->in[v.off + v.len - 1] == ' ' ||
-                   p->in[v.off + v.len - 1] == '\t'))
+  while (v.len &&
+         (p->in[v.off + v.len - 1] == ' ' || p->in[v.off + v.len - 1] == '\t'))
     v.len--;
   return v;
 }
 
 static bool same_name(const hparser *p, span a, span b) {
-  return a.len == b.len && strncasecmp(p->in + a.off, p->in + b.off, a.len) == 0;
+  return a.len == b.len &&
+         strncasecmp(p->in + a.off, p->in + b.off, a.len) == 0;
 }
 
 /* Pushes the headers table: lower-case names, repeated headers joined with
@@ -262,7 +263,8 @@ static void push_headers(lua_State *L, hparser *p) {
   for (uint32_t i = 0; i < p->nh; i++) {
     span n = p->h[i].name, v = trim(p, p->h[i].value);
     bool dup = false;
-    for (uint32_t j = 0; j < i && !dup; j++) dup = same_name(p, n, p->h[j].name);
+    for (uint32_t j = 0; j < i && !dup; j++)
+      dup = same_name(p, n, p->h[j].name);
     push_lower(L, p, p->in + n.off, n.len);
     if (dup) {
       lua_pushvalue(L, -1);
@@ -283,9 +285,9 @@ static void push_headers(lua_State *L, hparser *p) {
 /* The C functions' upvalues: the headers metatable, then the strings the
  * request and response tables use as keys and values, interned once (a
  * lua_setfield would hash its key on every call). */
-const char *const lt_http_uv_strings[UV_METHODS - UV_METHOD] = {"method", "path", "query", "version",
-                                         "headers", "body", "status", "1.1",
-                                         "1.0"};
+const char *const lt_http_uv_strings[UV_METHODS - UV_METHOD] = {
+    "method", "path",   "query", "version", "headers",
+    "body",   "status", "1.1",   "1.0"};
 
 /* Pushes the interned key; the caller pushes its value and calls
  * lua_rawset(L, -3) (no lua_insert on the way). */
@@ -327,4 +329,3 @@ void lt_http_push_request(lua_State *L, hparser *p) {
   lua_pushlstring(L, p->body ? p->body : "", p->body_len);
   lua_rawset(L, -3);
 }
-

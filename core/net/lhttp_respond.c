@@ -73,8 +73,11 @@ static const char *reason_phrase(int status) {
   case 503: return "Service Unavailable";
   case 504: return "Gateway Timeout";
   case 505: return "HTTP Version Not Supported";
-  default: return status < 300 ? "OK" : status < 400 ? "Redirect"
-                : status < 500 ? "Client Error" : "Server Error";
+  default:
+    return status < 300   ? "OK"
+           : status < 400 ? "Redirect"
+           : status < 500 ? "Client Error"
+                          : "Server Error";
   }
 }
 
@@ -84,7 +87,8 @@ const char *lt_http_date_line(size_t *len) {
   static _Thread_local time_t t_sec = -1;
   static _Thread_local char t_line[48];
   static _Thread_local size_t t_len;
-  static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed",
+                                  "Thu", "Fri", "Sat"};
   static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   struct timespec ts;
@@ -119,14 +123,16 @@ static void put_head(hparser *p, int status) {
   OUT_LIT(p, "\r\n");
 }
 
-static void put_std(hparser *p, bool server, bool date, bool ctype, int status) {
+static void put_std(hparser *p, bool server, bool date, bool ctype,
+                    int status) {
   if (server) lt_http_out(p, p->cfg.server, p->cfg.server_len);
   if (date) {
     size_t n;
     const char *d = lt_http_date_line(&n);
     lt_http_out(p, d, n);
   }
-  if (ctype && body_allowed(status)) lt_http_out(p, p->cfg.ctype, p->cfg.ctype_len);
+  if (ctype && body_allowed(status))
+    lt_http_out(p, p->cfg.ctype, p->cfg.ctype_len);
 }
 
 /* Content-Length, Connection, the blank line and the body. */
@@ -139,7 +145,8 @@ static void put_tail(hparser *p, int status, const char *body, size_t blen) {
   if (p->closing) OUT_LIT(p, "Connection: close\r\n");
   else if (!p->minor) OUT_LIT(p, "Connection: keep-alive\r\n");
   OUT_LIT(p, "\r\n");
-  if (body_allowed(status) && p->method != HTTP_HEAD) lt_http_out(p, body, blen);
+  if (body_allowed(status) && p->method != HTTP_HEAD)
+    lt_http_out(p, body, blen);
 }
 
 /* A response of ours (an error, a limit): plain text, and the connection
@@ -156,16 +163,15 @@ void lt_http_put_simple(hparser *p, int status, bool keep) {
 
 /* Token characters of RFC 9110 (header names). */
 static bool is_tchar(unsigned char c) {
-  static const uint64_t map[4] = {
-      /* 0-63: ! # $ % & ' * + - . 0-9 */
-      0x03ff6cfa00000000ull,
-      /* 64-127: A-Z ^ _ ` a-z | ~ */
-      0x57ffffffc7fffffeull, 0, 0};
+  static const uint64_t map[4] = {/* 0-63: ! # $ % & ' * + - . 0-9 */
+                                  0x03ff6cfa00000000ull,
+                                  /* 64-127: A-Z ^ _ ` a-z | ~ */
+                                  0x57ffffffc7fffffeull, 0, 0};
   return (map[c >> 6] >> (c & 63)) & 1;
 }
 
 const char *lt_http_check_header(const char *k, size_t kl, const char *v,
-                                size_t vl) {
+                                 size_t vl) {
   if (!kl) return "empty header name";
   for (size_t i = 0; i < kl; i++)
     if (!is_tchar((unsigned char)k[i])) return "bad character in a header name";
@@ -271,12 +277,8 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
     bi = top + 3;
     err = get_status(L, top + 1, &status);
     break;
-  case LUA_TNUMBER:
-    err = get_status(L, ri, &status);
-    break;
-  case LUA_TSTRING:
-    bi = ri;
-    break;
+  case LUA_TNUMBER: err = get_status(L, ri, &status); break;
+  case LUA_TSTRING: bi = ri; break;
   case LUA_TNIL:
     return "the handler returned nothing (return {status=, headers=, body=}, "
            "or status, body)";
@@ -286,10 +288,12 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
   }
   if (err) return err;
   int bt = lua_type(L, bi);
-  if (bt != LUA_TNIL && bt != LUA_TNONE && bt != LUA_TSTRING && bt != LUA_TNUMBER)
+  if (bt != LUA_TNIL && bt != LUA_TNONE && bt != LUA_TSTRING &&
+      bt != LUA_TNUMBER)
     return "body must be a string";
   size_t blen = 0;
-  const char *body = bt == LUA_TNIL || bt == LUA_TNONE ? "" : lua_tolstring(L, bi, &blen);
+  const char *body =
+      bt == LUA_TNIL || bt == LUA_TNONE ? "" : lua_tolstring(L, bi, &blen);
   if (!p->keepalive) p->closing = true;
   put_head(p, status);
   int seen = 0;
@@ -301,4 +305,3 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
   lua_settop(L, top);
   return NULL;
 }
-

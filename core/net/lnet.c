@@ -20,10 +20,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "ltcp.h"
 #include "lua/codec.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
-#include "ltcp.h"
 
 /* ---- error tokens ------------------------------------------------------ */
 
@@ -42,19 +42,28 @@ static const char *errno_word(int e) {
 const char *lt_net_errtok(int err) {
   int e = err < 0 ? -err : err;
   switch (e) {
-  case ETIMEDOUT: case ETIME: return "timeout";
+  case ETIMEDOUT:
+  case ETIME: return "timeout";
   case ECONNREFUSED: return "refused";
   case ECONNRESET: return "reset";
-  case EPIPE: case ESHUTDOWN: case ENOTCONN: case EBADF: case ECANCELED:
-    return "closed";
+  case EPIPE:
+  case ESHUTDOWN:
+  case ENOTCONN:
+  case EBADF:
+  case ECANCELED: return "closed";
   case ECONNABORTED: return "aborted";
-  case ENETUNREACH: case EHOSTUNREACH: case ENETDOWN: case EHOSTDOWN:
-    return "unreachable";
+  case ENETUNREACH:
+  case EHOSTUNREACH:
+  case ENETDOWN:
+  case EHOSTDOWN: return "unreachable";
   case EADDRINUSE: return "addrinuse";
   case EADDRNOTAVAIL: return "addrnotavail";
-  case EACCES: case EPERM: return "denied";
-  case EMFILE: case ENFILE: return "nofile";
-  case ENOMEM: case ENOBUFS: return "nomem";
+  case EACCES:
+  case EPERM: return "denied";
+  case EMFILE:
+  case ENFILE: return "nofile";
+  case ENOMEM:
+  case ENOBUFS: return "nomem";
   case EAFNOSUPPORT: return "nosupport";
   default: return errno_word(e);
   }
@@ -119,8 +128,10 @@ int lt_net_push_addr(lua_State *L, const struct sockaddr_storage *sa) {
 int64_t lt_net_timeout(lua_State *L, int idx, int64_t def, const char *fname) {
   if (lua_isnoneornil(L, idx)) return def;
   if (lua_type(L, idx) != LUA_TNUMBER)
-    luaL_error(L, "tycho.%s: bad timeout (expected seconds as a number, got "
-               "%s)", fname, luaL_typename(L, idx));
+    luaL_error(L,
+               "tycho.%s: bad timeout (expected seconds as a number, got "
+               "%s)",
+               fname, luaL_typename(L, idx));
   lua_Number s = lua_tonumber(L, idx);
   if (s != s) luaL_error(L, "tycho.%s: the timeout is NaN", fname);
   if (s < 0 || s > 1e9) return -1; /* negative or huge: no timeout */
@@ -130,12 +141,16 @@ int64_t lt_net_timeout(lua_State *L, int idx, int64_t def, const char *fname) {
 ty_actor *lt_net_actor(lua_State *L, const char *fname) {
   ty_actor *a = ty_actor_current();
   if (!a || !lt_g.rt)
-    luaL_error(L, "tycho.%s must be called from inside an actor (start one "
-               "with tycho.run)", fname);
+    luaL_error(L,
+               "tycho.%s must be called from inside an actor (start one "
+               "with tycho.run)",
+               fname);
   if (L != ((lt_actor *)a->user)->co)
-    luaL_error(L, "tycho.%s blocks, so it must be called from the actor's own "
+    luaL_error(L,
+               "tycho.%s blocks, so it must be called from the actor's own "
                "coroutine (or a tycho.fork), not from a coroutine created by "
-               "the script", fname);
+               "the script",
+               fname);
   return a;
 }
 

@@ -6,8 +6,8 @@
 #include <netinet/tcp.h>
 #include <string.h>
 
-#include "lua/lapi.h"
 #include "ltcp.h"
+#include "lua/lapi.h"
 
 /* ---- connect ----------------------------------------------------------- */
 
@@ -78,7 +78,6 @@ static int l_connect(lua_State *L) {
   return lt_yield_ext(L, "tcp.connect", connect_wake, c, tmo);
 }
 
-
 /* ---- the tycho.tcp table ------------------------------------------------ */
 
 /* tycho.tcp.backend() -> "io_uring" | "epoll" (this worker's), or nil. */
@@ -89,11 +88,10 @@ static int l_backend(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg tcp_funcs[] = {
-    {"listen", lt_tcp_listen},
-    {"connect", l_connect},
-    {"backend", l_backend},
-    {NULL, NULL}};
+static const luaL_Reg tcp_funcs[] = {{"listen", lt_tcp_listen},
+                                     {"connect", l_connect},
+                                     {"backend", l_backend},
+                                     {NULL, NULL}};
 
 void lt_tcp_push(lua_State *L) {
   lt_conn_metatable(L);

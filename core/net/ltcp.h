@@ -77,23 +77,23 @@ enum { RM_COUNT = 0, RM_LINE, RM_ALL, RM_SOME };
 typedef struct lt_conn {
   lt_res res; /* in the owner's resources: first, for the cast back */
   int fd;
-  int refs;         /* userdata + busy ops + waiting actors */
-  ty_worker *w;     /* home worker; NULL in transit */
+  int refs;     /* userdata + busy ops + waiting actors */
+  ty_worker *w; /* home worker; NULL in transit */
   ty__io *io;
-  lt_actor *owner;  /* whose resources list it */
+  lt_actor *owner; /* whose resources list it */
   ty__io_op rop, wop;
-  char *rb;         /* received, not read yet: rb[r0..r1) */
+  char *rb;                  /* received, not read yet: rb[r0..r1) */
   size_t r0, r1, rcap, scan; /* scan: "*l" looked for '\n' up to here */
-  int rerr;         /* 0, LT_EOF or -errno: after the buffered bytes */
+  int rerr;                  /* 0, LT_EOF or -errno: after the buffered bytes */
   ty_actor *reader, *writer;
   uint8_t rmode;
   size_t rwant;
-  char *wb;         /* unsent bytes of the current write: wb[woff..wlen) */
+  char *wb; /* unsent bytes of the current write: wb[woff..wlen) */
   size_t woff, wlen, wcap, wdirect; /* wdirect: sent before the op */
-  int werr;         /* sticky: a failed (or timed out) write */
-  int cres;         /* connect's result */
+  int werr;                         /* sticky: a failed (or timed out) write */
+  int cres;                         /* connect's result */
   bool connecting, closed;
-  bool moving;      /* leaving this worker: no re-arming */
+  bool moving; /* leaving this worker: no re-arming */
   int64_t t_connect, t_send, t_read;
 } lt_conn;
 
@@ -121,10 +121,10 @@ typedef struct lt_listener lt_listener;
  * frees it. */
 typedef struct lt_waiter {
   struct lt_waiter *next, *prev;
-  bool listed;  /* under mu */
-  int fd;       /* handed over (under mu); -1: nothing yet */
-  ty_actor *a;  /* for its own worker */
-  ty_pid pid;   /* for the others: they nudge it */
+  bool listed; /* under mu */
+  int fd;      /* handed over (under mu); -1: nothing yet */
+  ty_actor *a; /* for its own worker */
+  ty_pid pid;  /* for the others: they nudge it */
   unsigned worker;
   lt_listener *l;
 } lt_waiter;
@@ -140,15 +140,15 @@ struct lt_listener {
   _Atomic bool closed; /* set once by the creator, under mu */
   int fd;              /* open until the last reference goes */
   struct sockaddr_storage addr; /* bound (the port resolved) */
-  lt_res res;          /* in the creator's resources */
-  lt_actor *owner;     /* the creator, until it closes it (its worker only) */
-  pthread_mutex_t mu;  /* guards q, err and the waiters */
-  int *q;              /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
+  lt_res res;                   /* in the creator's resources */
+  lt_actor *owner;    /* the creator, until it closes it (its worker only) */
+  pthread_mutex_t mu; /* guards q, err and the waiters */
+  int *q;             /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
   unsigned qh, qn, qcap;
-  int err;             /* an accept op failed: told to the next taker */
-  lt_waiter *wh, *wt;  /* oldest first */
+  int err;            /* an accept op failed: told to the next taker */
+  lt_waiter *wh, *wt; /* oldest first */
   unsigned n;
-  lt_lslot slots[];    /* one per worker */
+  lt_lslot slots[]; /* one per worker */
 };
 
 typedef struct lst_ud {

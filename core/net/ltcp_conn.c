@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lua/lapi.h"
 #include "ltcp.h"
+#include "lua/lapi.h"
 
 void lt_conn_unref(lt_conn *c) {
   if (--c->refs > 0) return;
@@ -87,14 +87,10 @@ static char *find_nl(lt_conn *c) {
 static bool read_ready(lt_conn *c) {
   if (c->closed || c->rerr) return true;
   switch (c->rmode) {
-  case RM_COUNT:
-    return avail(c) >= c->rwant;
-  case RM_SOME:
-    return avail(c) > 0;
-  case RM_LINE:
-    return find_nl(c) != NULL;
-  default:
-    return false; /* "*a" ends only with the stream */
+  case RM_COUNT: return avail(c) >= c->rwant;
+  case RM_SOME: return avail(c) > 0;
+  case RM_LINE: return find_nl(c) != NULL;
+  default: return false; /* "*a" ends only with the stream */
   }
 }
 
@@ -334,7 +330,7 @@ static int parse_pattern(lua_State *L, int idx, size_t *want) {
     lua_Number n = lua_tonumber(L, idx);
     if (!(n >= 0) || n != (lua_Number)(size_t)n)
       luaL_error(L, "tycho.tcp: read wants a byte count >= 0, \"*l\" or "
-                 "\"*a\"");
+                    "\"*a\"");
     *want = (size_t)n;
     return RM_COUNT;
   }
@@ -342,8 +338,10 @@ static int parse_pattern(lua_State *L, int idx, size_t *want) {
   if (*p == '*') p++;
   if (*p == 'l') return RM_LINE;
   if (*p == 'a') return RM_ALL;
-  luaL_error(L, "tycho.tcp: unknown read pattern '%s' (use a byte count, "
-             "\"*l\" or \"*a\")", lua_tostring(L, idx));
+  luaL_error(L,
+             "tycho.tcp: unknown read pattern '%s' (use a byte count, "
+             "\"*l\" or \"*a\")",
+             lua_tostring(L, idx));
   return 0;
 }
 
@@ -558,23 +556,24 @@ static int l_shutdown(lua_State *L) {
           : strcmp(how, "both") == 0    ? SHUT_RDWR
                                         : -1;
   if (h < 0)
-    return luaL_error(L, "tcp shutdown: how must be \"send\", \"receive\" "
-                      "or \"both\", not '%s'", how);
+    return luaL_error(L,
+                      "tcp shutdown: how must be \"send\", \"receive\" "
+                      "or \"both\", not '%s'",
+                      how);
   if (shutdown(c->fd, h) != 0) return lt_net_fail(L, lt_net_errtok(errno));
   lua_pushboolean(L, 1);
   return 1;
 }
 
-static const luaL_Reg conn_methods[] = {
-    {"read", l_read},
-    {"read_some", l_read_some},
-    {"write", l_write},
-    {"shutdown", l_shutdown},
-    {"close", l_close},
-    {"settimeouts", l_settimeouts},
-    {"getpeername", l_getpeername},
-    {"getsockname", l_getsockname},
-    {NULL, NULL}};
+static const luaL_Reg conn_methods[] = {{"read", l_read},
+                                        {"read_some", l_read_some},
+                                        {"write", l_write},
+                                        {"shutdown", l_shutdown},
+                                        {"close", l_close},
+                                        {"settimeouts", l_settimeouts},
+                                        {"getpeername", l_getpeername},
+                                        {"getsockname", l_getsockname},
+                                        {NULL, NULL}};
 
 void lt_conn_metatable(lua_State *L) {
   lt_net_metatable(L, LT_CONN_MT, conn_methods, l_conn_gc, l_conn_tostring);

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ltcp.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
-#include "ltcp.h"
 
 void lt_lst_ref(lt_listener *l) {
   /* relaxed: the caller holds a reference already. */
@@ -229,11 +229,11 @@ int lt_tcp_listen(lua_State *L) {
   ty_actor *a = ty_actor_current();
   if (!a || !lt_g.rt)
     return luaL_error(L, "tycho.tcp.listen must be called from inside an "
-                      "actor (start one with tycho.run)");
+                         "actor (start one with tycho.run)");
   lua_getfield(L, 1, "port");
   if (lua_isnil(L, -1))
     return luaL_error(L, "tycho.tcp.listen: port is required (0 picks a "
-                      "free one)");
+                         "free one)");
   lua_pop(L, 1);
   int port = opt_int_field(L, "port", 0, 0, 65535);
   int backlog = opt_int_field(L, "backlog", DEFAULT_BACKLOG, 1, 65535);
@@ -291,12 +291,9 @@ static int push_take(lua_State *L, int r, int fd, int err, ty_actor *a) {
     lt_net_nodelay(fd);
     lt_conn_push(L, lt_conn_new(fd, a->user));
     return 1;
-  case TAKE_CLOSED:
-    return lt_net_fail(L, "closed");
-  case TAKE_ERR:
-    return lt_net_fail(L, lt_net_errtok(err));
-  default:
-    return lt_net_fail(L, "timeout");
+  case TAKE_CLOSED: return lt_net_fail(L, "closed");
+  case TAKE_ERR: return lt_net_fail(L, lt_net_errtok(err));
+  default: return lt_net_fail(L, "timeout");
   }
 }
 
@@ -424,11 +421,10 @@ static int l_lst_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg lst_methods[] = {
-    {"accept", l_accept},
-    {"close", l_lst_close},
-    {"getsockname", l_lst_getsockname},
-    {NULL, NULL}};
+static const luaL_Reg lst_methods[] = {{"accept", l_accept},
+                                       {"close", l_lst_close},
+                                       {"getsockname", l_lst_getsockname},
+                                       {NULL, NULL}};
 
 void lt_lst_metatable(lua_State *L) {
   lt_net_metatable(L, LT_LISTENER_MT, lst_methods, l_lst_gc, l_lst_tostring);

@@ -46,7 +46,7 @@ static const char *conn_stuck(const lt_conn *c, void *ud) {
 }
 
 static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
-                  size_t errlen) {
+                      size_t errlen) {
   int kind = udata_kind(L, idx);
   if (!kind) return 1;
   void *ud = lua_touserdata(L, idx);

@@ -29,8 +29,8 @@ typedef struct pool_thread {
   struct pool_thread *next, *prev; /* idle list, or zombie list (next) */
   ty_pool *pool;
   pthread_t tid;
-  pthread_cond_t cv;  /* the thread's own: a job was handed over, or stop */
-  ty_pool_job *job;   /* handed over by a submit (under the lock) */
+  pthread_cond_t cv; /* the thread's own: a job was handed over, or stop */
+  ty_pool_job *job;  /* handed over by a submit (under the lock) */
 } pool_thread;
 
 struct ty_pool {
@@ -41,9 +41,9 @@ struct ty_pool {
   /* ---- guarded by mu ---- */
   ty__node *head, *tail; /* the FIFO of jobs waiting for a thread */
   uint32_t qlen;
-  pool_thread *idle;     /* most recently idle first */
-  pool_thread *zombies;  /* retired, not joined yet */
-  unsigned nthreads;     /* alive and not retiring: counts toward max */
+  pool_thread *idle;    /* most recently idle first */
+  pool_thread *zombies; /* retired, not joined yet */
+  unsigned nthreads;    /* alive and not retiring: counts toward max */
   unsigned nidle;
   bool stopping;
 
@@ -51,8 +51,8 @@ struct ty_pool {
   _Atomic uint64_t s_threads, s_idle, s_queued, s_completed, s_rejected;
 };
 
-static _Thread_local ty_pool *tl_pool;  /* the pool this thread serves */
-static _Thread_local void *tl_state;    /* the binding's per-thread state */
+static _Thread_local ty_pool *tl_pool; /* the pool this thread serves */
+static _Thread_local void *tl_state;   /* the binding's per-thread state */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -110,7 +110,8 @@ static void cond_init_monotonic(pthread_cond_t *cv) {
 
 static void queue_push(ty_pool *p, ty_pool_job *j) {
   j->node.next = NULL;
-  if (p->tail) p->tail->next = &j->node; else p->head = &j->node;
+  if (p->tail) p->tail->next = &j->node;
+  else p->head = &j->node;
   p->tail = &j->node;
   p->qlen++;
 }
@@ -133,7 +134,8 @@ static void idle_push(ty_pool *p, pool_thread *t) {
 }
 
 static void idle_remove(ty_pool *p, pool_thread *t) {
-  if (t->prev) t->prev->next = t->next; else p->idle = t->next;
+  if (t->prev) t->prev->next = t->next;
+  else p->idle = t->next;
   if (t->next) t->next->prev = t->prev;
   t->next = t->prev = NULL;
   p->nidle--;
@@ -246,7 +248,8 @@ static int spawn_locked(ty_pool *p, ty_pool_job *j) {
 
 int ty_pool_new(const ty_pool_config *c, ty_pool **out) {
   ty_pool_config cfg;
-  if (c) cfg = *c; else ty_pool_config_init(&cfg);
+  if (c) cfg = *c;
+  else ty_pool_config_init(&cfg);
   if (cfg.max_threads == 0) return -EINVAL;
   ty_pool *p = calloc(1, sizeof *p);
   if (!p) return -ENOMEM;

@@ -38,9 +38,9 @@ typedef struct ty_pool_job ty_pool_job;
  * pool allocates nothing per job) and keeps it alive until one of the two
  * callbacks gets it; from then on the callback owns it. */
 struct ty_pool_job {
-  ty__node node;                   /* the FIFO link; the pool's */
-  void (*run)(ty_pool_job *j);     /* on a pool thread */
-  void (*cancel)(ty_pool_job *j);  /* instead of run, for a job still queued
+  ty__node node;                  /* the FIFO link; the pool's */
+  void (*run)(ty_pool_job *j);    /* on a pool thread */
+  void (*cancel)(ty_pool_job *j); /* instead of run, for a job still queued
                                     * at shutdown; NULL: nothing to do */
 };
 

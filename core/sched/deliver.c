@@ -184,7 +184,8 @@ void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
 
 static bool wakes(const ty_actor *a, const ty_msg *m) {
   return a->state == TY__A_WAITING &&
-         (a->wait_ref == 0 || m->ref == a->wait_ref || m->kind >= TY_MSG_SIGNAL);
+         (a->wait_ref == 0 || m->ref == a->wait_ref ||
+          m->kind >= TY_MSG_SIGNAL);
 }
 
 void ty__undeliverable(ty_worker *w, ty_msg *m) {

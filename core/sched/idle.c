@@ -53,7 +53,8 @@ int ty__idle_to_notify(ty__idle *s) {
 
 bool ty__idle_park(ty__idle *s, unsigned id, bool searching) {
   pthread_mutex_lock(&s->lock);
-  uint32_t prev = atomic_fetch_sub(&s->state, UNPARKED_ONE + (searching ? 1 : 0));
+  uint32_t prev =
+      atomic_fetch_sub(&s->state, UNPARKED_ONE + (searching ? 1 : 0));
   ty__assert(!s->parked[id]);
   s->parked[id] = true;
   s->sleepers[s->nsleepers++] = id;

@@ -16,9 +16,7 @@ void ty__inject_init(ty__inject *q) {
   atomic_store_explicit(&q->len, 0, memory_order_relaxed);
 }
 
-void ty__inject_destroy(ty__inject *q) {
-  pthread_mutex_destroy(&q->lock);
-}
+void ty__inject_destroy(ty__inject *q) { pthread_mutex_destroy(&q->lock); }
 
 void ty__inject_push(ty__inject *q, ty__node *n) {
   ty__inject_push_batch(q, n, n, 1);
@@ -32,10 +30,8 @@ void ty__inject_push_batch(ty__inject *q, ty__node *first, ty__node *last,
   last->next = NULL;
 
   pthread_mutex_lock(&q->lock);
-  if (q->tail != NULL)
-    q->tail->next = first;
-  else
-    q->head = first;
+  if (q->tail != NULL) q->tail->next = first;
+  else q->head = first;
   q->tail = last;
   /* relaxed (both): len is only written under the lock, which orders the
    * writers; readers outside the lock treat it as a hint. */

@@ -129,8 +129,9 @@ static bool work_visible(ty_worker *w) {
 
 /*
  * Before parking, an idle worker watches for work for up to spin_ns (I/O is
- * not polled: measured with wrk, polling it here tripled p99): a message from another core then costs a cache-line transfer
- * (~0.2 us) instead of a sleep and an eventfd wake (~10-20 us). Only loads: a
+ * not polled: measured with wrk, polling it here tripled p99): a message
+ * from another core then costs a cache-line transfer (~0.2 us) instead of a
+ * sleep and an eventfd wake (~10-20 us). Only loads: a
  * spinner that sees stealable work must first become a searcher (at most
  * half the workers search) before the loop lets it steal. Every 256 turns
  * the spinner yields the CPU, so that on an oversubscribed machine it does
@@ -151,4 +152,3 @@ bool ty__spin_for_work(ty_worker *w) {
     else ty__cpu_relax();
   }
 }
-

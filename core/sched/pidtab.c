@@ -65,8 +65,9 @@ ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot) {
   uint32_t s = atomic_load_explicit(&t->next, memory_order_relaxed);
   do {
     if (s >= TY_PID_MAX_SLOTS) return NULL;
-  } while (!atomic_compare_exchange_weak_explicit(
-      &t->next, &s, s + 1, memory_order_relaxed, memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&t->next, &s, s + 1,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed));
   *slot = s;
   return &chunk_for(t, s)[s & (TY__PT_CHUNK - 1)];
 }

@@ -73,7 +73,8 @@ static inline unsigned ty__w_state(uint64_t w) { return (w >> 24) & 0xff; }
 static inline unsigned ty__w_home(uint64_t w) { return (w >> 8) & 0xffff; }
 static inline bool ty__w_locked(uint64_t w) { return w & 1; }
 static inline uint64_t ty__w_make(uint32_t gen, unsigned state, unsigned home) {
-  return ((uint64_t)gen << 32) | ((uint64_t)state << 24) | ((uint64_t)home << 8);
+  return ((uint64_t)gen << 32) | ((uint64_t)state << 24) |
+         ((uint64_t)home << 8);
 }
 
 void ty__pidtab_init(ty__pidtab *t);

@@ -124,7 +124,6 @@ static void place(ty_worker *w, ty_actor *a) {
   ty__notify_parked(w->rt);
 }
 
-
 int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
   ty_worker *w = worker_of(rt);
   ty_actor *a = new_request(rt, w, user, out);
@@ -170,8 +169,8 @@ static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
                                              memory_order_acquire))
     return false;
   /* relaxed: guarded by the lock bit. */
-  m->node.next = (ty__node *)atomic_load_explicit(&e->pending,
-                                                  memory_order_relaxed);
+  m->node.next =
+      (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
   atomic_store_explicit(&e->pending, m, memory_order_relaxed);
   /* release: the starter's acquire CAS sees the list. */
   atomic_store_explicit(&e->word, w, memory_order_release);

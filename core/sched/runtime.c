@@ -64,11 +64,13 @@ static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
 int ty_runtime_new(const ty_config *cfg, const ty_actor_ops *ops, void *ud,
                    ty_runtime **out) {
   ty_config c;
-  if (cfg) c = *cfg; else ty_config_init(&c);
+  if (cfg) c = *cfg;
+  else ty_config_init(&c);
   int err = check_config(&c);
   if (err) return err;
   if (!ops || !ops->resume || !ops->destroy) return -EINVAL;
-  ty_runtime *rt = aligned_alloc(TY_PAD, (sizeof *rt + TY_PAD - 1) / TY_PAD * TY_PAD);
+  ty_runtime *rt =
+      aligned_alloc(TY_PAD, (sizeof *rt + TY_PAD - 1) / TY_PAD * TY_PAD);
   if (!rt) return -ENOMEM;
   memset(rt, 0, sizeof *rt);
   rt->cfg = c;
@@ -81,7 +83,10 @@ int ty_runtime_new(const ty_config *cfg, const ty_actor_ops *ops, void *ud,
   ty__idle_init(&rt->idle, rt->n);
   if ((err = ty__mesh_init(&rt->mesh, rt->n, c.mesh_ring))) goto fail_mesh;
   rt->workers = aligned_alloc(TY_PAD, rt->n * sizeof(ty_worker));
-  if (!rt->workers) { err = -ENOMEM; goto fail_workers; }
+  if (!rt->workers) {
+    err = -ENOMEM;
+    goto fail_workers;
+  }
   for (unsigned i = 0; i < rt->n; i++) {
     if ((err = init_worker(rt, &rt->workers[i], i))) goto fail_worker;
   }
@@ -131,14 +136,22 @@ ty_actor *ty__actor_alloc(void) {
 
 void ty__actor_free(ty_actor *a) { ty__free(a, sizeof *a); }
 
-
 void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   ty__stats *s = &rt->workers[i].stats;
   /* relaxed: counters, each read on its own. */
 #define GET(f) o->f = atomic_load_explicit(&s->f, memory_order_relaxed)
-  GET(polls); GET(lifo_hits); GET(steals); GET(stolen); GET(parks);
-  GET(unparks); GET(mesh_sent); GET(mesh_received); GET(inject_pops);
-  GET(spawns_placed); GET(spawns_remote); GET(actors);
+  GET(polls);
+  GET(lifo_hits);
+  GET(steals);
+  GET(stolen);
+  GET(parks);
+  GET(unparks);
+  GET(mesh_sent);
+  GET(mesh_received);
+  GET(inject_pops);
+  GET(spawns_placed);
+  GET(spawns_remote);
+  GET(actors);
 #undef GET
 }
 
@@ -163,17 +176,20 @@ void ty__runtime_drain(ty_runtime *rt) {
   ty__node *n;
   for (unsigned i = 0; i < rt->n; i++) {
     ty_worker *w = &rt->workers[i];
-    while ((n = ty__spawnq_pop(&w->spawnq))) free_chain(rt, (n->next = NULL, n));
+    while ((n = ty__spawnq_pop(&w->spawnq)))
+      free_chain(rt, (n->next = NULL, n));
     for (unsigned from = 0; from < rt->n; from++) {
       if (from == i) continue;
       ty__node *buf[64];
       size_t got;
       while ((got = ty__mesh_drain(&rt->mesh, i, from, buf, 64)))
-        for (size_t k = 0; k < got; k++) free_chain(rt, (buf[k]->next = NULL, buf[k]));
+        for (size_t k = 0; k < got; k++)
+          free_chain(rt, (buf[k]->next = NULL, buf[k]));
       /* entries staged but never published */
       ty__mesh_publish(&rt->mesh, from, i);
       while ((got = ty__mesh_drain(&rt->mesh, i, from, buf, 64)))
-        for (size_t k = 0; k < got; k++) free_chain(rt, (buf[k]->next = NULL, buf[k]));
+        for (size_t k = 0; k < got; k++)
+          free_chain(rt, (buf[k]->next = NULL, buf[k]));
       free_chain(rt, w->peers[from].overflow.head);
       w->peers[from].overflow.head = w->peers[from].overflow.tail = NULL;
     }
@@ -189,7 +205,8 @@ void ty__runtime_drain(ty_runtime *rt) {
     ty__pident *e = ty__pidtab_get(&rt->pids, s);
     if (!e) continue;
     /* relaxed: every other thread has been joined. */
-    ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
+    ty_msg *m =
+        atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
     free_chain(rt, m ? &m->node : NULL);
   }
 }
@@ -197,7 +214,7 @@ void ty__runtime_drain(ty_runtime *rt) {
 void ty_runtime_free(ty_runtime *rt) {
   if (!rt) return;
   ty__assert(!rt->started); /* ty_runtime_stop first */
-  ty__runtime_drain(rt); /* idempotent: a stop drained already */
+  ty__runtime_drain(rt);    /* idempotent: a stop drained already */
   for (unsigned i = 0; i < rt->n; i++) {
     ty_worker *w = &rt->workers[i];
     close(w->wake_fd);
@@ -212,4 +229,3 @@ void ty_runtime_free(ty_runtime *rt) {
   ty__pidtab_destroy(&rt->pids);
   free(rt);
 }
-

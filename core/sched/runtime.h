@@ -19,7 +19,7 @@
 /* Actor states, worker-private. */
 enum {
   TY__A_UNSTARTED = 0,
-  TY__A_QUEUED,  /* in the ready queue or the LIFO slot */
+  TY__A_QUEUED, /* in the ready queue or the LIFO slot */
   TY__A_RUNNING,
   TY__A_WAITING, /* for a message or its timer */
   TY__A_BLOCKED, /* for room in a full mesh ring */
@@ -39,7 +39,8 @@ typedef struct ty__list {
 
 static inline void ty__list_push(ty__list *l, ty__node *n) {
   n->next = NULL;
-  if (l->tail) l->tail->next = n; else l->head = n;
+  if (l->tail) l->tail->next = n;
+  else l->head = n;
   l->tail = n;
 }
 static inline ty__node *ty__list_pop(ty__list *l) {
@@ -59,10 +60,11 @@ typedef struct ty__stats {
 } ty__stats;
 
 #define TY__STAT_ADD(w, field, n)                                              \
-  atomic_store_explicit(                                                       \
-      &(w)->stats.field,                                                       \
-      atomic_load_explicit(&(w)->stats.field, memory_order_relaxed) + (n),     \
-      memory_order_relaxed)
+  atomic_store_explicit(&(w)->stats.field,                                     \
+                        atomic_load_explicit(&(w)->stats.field,                \
+                                             memory_order_relaxed) +           \
+                            (n),                                               \
+                        memory_order_relaxed)
 
 /* Per (this worker -> peer) state for the mesh: what did not fit in the ring
  * yet (kept in order) and the actors waiting for it to drain. */
@@ -98,11 +100,11 @@ struct ty_worker {
   uint32_t batch_polls;
   double poll_ewma_ns;
   bool searching;
-  unsigned place_to;   /* P2C choice for the current block */
-  uint32_t place_left; /* spawns left in the block */
+  unsigned place_to;    /* P2C choice for the current block */
+  uint32_t place_left;  /* spawns left in the block */
   uint32_t *free_slots; /* pid slots this worker may reuse */
   size_t nfree, capfree;
-  size_t live;          /* started actors on this worker */
+  size_t live; /* started actors on this worker */
 
   ty__spawnq spawnq;
 

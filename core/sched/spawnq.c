@@ -27,13 +27,9 @@
  */
 #include "spawnq.h"
 
-static inline uint32_t spawnq__steal(uint64_t h) {
-  return (uint32_t)(h >> 32);
-}
+static inline uint32_t spawnq__steal(uint64_t h) { return (uint32_t)(h >> 32); }
 
-static inline uint32_t spawnq__real(uint64_t h) {
-  return (uint32_t)h;
-}
+static inline uint32_t spawnq__real(uint64_t h) { return (uint32_t)h; }
 
 static inline uint64_t spawnq__pack(uint32_t steal, uint32_t real) {
   return ((uint64_t)steal << 32) | real;
@@ -71,8 +67,8 @@ static void spawnq__publish(ty__spawnq *q, uint32_t t, ty__node *n) {
  * as [t - cap, t - cap + half), which still hold it, so moving tail
  * republishes it. Returns false if a stealer moved head first.
  */
-static bool spawnq__overflow(ty__spawnq *q, uint64_t h, uint32_t t,
-                             ty__node *n, ty__inject *inject) {
+static bool spawnq__overflow(ty__spawnq *q, uint64_t h, uint32_t t, ty__node *n,
+                             ty__inject *inject) {
   uint32_t cap = q->mask + 1;
   uint32_t half = cap / 2;
   uint32_t real = spawnq__real(h);
@@ -81,8 +77,7 @@ static bool spawnq__overflow(ty__spawnq *q, uint64_t h, uint32_t t,
   /* release: a stealer that acquires the new head (real == t) must also see
    * tail == t, not an older tail below real. relaxed on failure: we retry
    * from a fresh acquire load in push. */
-  if (!atomic_compare_exchange_strong_explicit(&q->head, &h,
-                                               spawnq__pack(t, t),
+  if (!atomic_compare_exchange_strong_explicit(&q->head, &h, spawnq__pack(t, t),
                                                memory_order_release,
                                                memory_order_relaxed))
     return false;
@@ -92,10 +87,8 @@ static bool spawnq__overflow(ty__spawnq *q, uint64_t h, uint32_t t,
   ty__node *prev = NULL;
   for (uint32_t pos = real + half; pos != t; pos++) {
     ty__node *it = *spawnq__slot(q, pos); /* we wrote it */
-    if (prev != NULL)
-      prev->next = it;
-    else
-      first = it;
+    if (prev != NULL) prev->next = it;
+    else first = it;
     prev = it;
   }
   prev->next = n;

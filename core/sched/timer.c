@@ -63,7 +63,7 @@ static unsigned level_for(uint64_t elapsed, uint64_t key) {
 static uint64_t key_for(uint64_t elapsed, uint64_t deadline) {
   uint64_t top_start = elapsed & ~(TOP_SLOT_MS - 1);
   uint64_t cap = top_start + TOP_SLOTS_AHEAD * TOP_SLOT_MS + (TOP_SLOT_MS - 1);
-  if (cap < top_start) cap = UINT64_MAX; /* clock near 2^64: saturate */
+  if (cap < top_start) cap = UINT64_MAX;   /* clock near 2^64: saturate */
   if (deadline <= elapsed) return elapsed; /* due: the current level-0 slot */
   return deadline < cap ? deadline : cap;
 }
@@ -172,10 +172,8 @@ static void fire(ty__wheel *w, ty__timer *list, fired_chain *out) {
     w->count--;
     last = t;
   }
-  if (out->tail)
-    out->tail->next = list;
-  else
-    out->head = list;
+  if (out->tail) out->tail->next = list;
+  else out->head = list;
   out->tail = last;
 }
 
@@ -221,7 +219,8 @@ ty__timer *ty__wheel_poll(ty__wheel *w, uint64_t now_ms) {
   while (next_slot(w, &level, &start) && start <= now_ms) {
     w->elapsed = start;
     ty__timer *list = slot_take(w, level, digit(start, level));
-    if (level == 0) fire(w, list, &out); else cascade(w, list);
+    if (level == 0) fire(w, list, &out);
+    else cascade(w, list);
   }
   /* Safe: every slot left starts after now_ms, so each timer keeps its level
    * and slot relative to the new time. */

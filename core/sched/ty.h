@@ -73,10 +73,10 @@ struct ty_msg {
   uint32_t kind; /* binding-defined; see TY_MSG_SIGNAL */
   ty_pid to;
   ty_pid from;
-  uint64_t ref;  /* call correlation (0: none) */
-  uint64_t aux;  /* binding-defined */
-  uint32_t len;  /* payload bytes in data[] */
-  uint32_t cap;  /* allocated payload bytes */
+  uint64_t ref; /* call correlation (0: none) */
+  uint64_t aux; /* binding-defined */
+  uint32_t len; /* payload bytes in data[] */
+  uint32_t cap; /* allocated payload bytes */
   char data[];
 };
 
@@ -100,7 +100,7 @@ struct ty_actor {
   ty__timer timer;
   void *user; /* the binding's data */
   bool started;
-  bool pinned; /* placed by ty_spawn_at: never on a spawn queue */
+  bool pinned;           /* placed by ty_spawn_at: never on a spawn queue */
   uint16_t blocked_peer; /* worker whose full ring the last send hit */
 };
 

@@ -31,7 +31,9 @@ ty_actor *ty_actor_current(void) {
 unsigned ty_worker_id(const ty_worker *w) { return w->id; }
 ty_runtime *ty_worker_runtime(const ty_worker *w) { return w->rt; }
 void ty_worker_set_data(ty_worker *w, void *data) { w->data = data; }
-struct ty__io *ty_worker_io(const ty_worker *w) { return w->io; }
+struct ty__io *ty_worker_io(const ty_worker *w) {
+  return w->io;
+}
 void *ty_worker_data(const ty_worker *w) { return w->data; }
 
 /* ---- running ----------------------------------------------------------- */
@@ -117,8 +119,8 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   if (!a->started) start_actor(w, a);
   a->state = TY__A_RUNNING;
   w->current = a;
-  w->place_left = 0; /* placement blocks never span two runs */
-  ty__update_load(w);    /* counts the running actor: a long run looks busy */
+  w->place_left = 0;  /* placement blocks never span two runs */
+  ty__update_load(w); /* counts the running actor: a long run looks busy */
   int r = rt->ops.resume(a, rt->ud);
   w->current = NULL;
   a->started = true;
@@ -330,7 +332,8 @@ static void *worker_main(void *arg) {
     }
   }
   w->ready_len = 0;
-  for (unsigned i = 0; i < rt->n; i++) w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
+  for (unsigned i = 0; i < rt->n; i++)
+    w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
   destroy_started(w);
   if (rt->ops.worker_exit) rt->ops.worker_exit(w, rt->ud);
   ty__io_free(w->io);
@@ -360,8 +363,8 @@ void ty_runtime_stop(ty_runtime *rt) {
   atomic_store(&rt->stopping, 1);
   atomic_thread_fence(memory_order_seq_cst);
   for (unsigned i = 0; i < rt->n; i++) ty__worker_unpark(&rt->workers[i]);
-  for (unsigned i = 0; i < rt->n; i++) pthread_join(rt->workers[i].thread, NULL);
+  for (unsigned i = 0; i < rt->n; i++)
+    pthread_join(rt->workers[i].thread, NULL);
   rt->started = false;
   ty__runtime_drain(rt);
 }
-

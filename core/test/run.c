@@ -60,10 +60,12 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n; i++) {
     if (argc > 1) {
       int wanted = 0;
-      for (int a = 1; a < argc; a++) wanted |= strstr(tests[i].name, argv[a]) == tests[i].name;
+      for (int a = 1; a < argc; a++)
+        wanted |= strstr(tests[i].name, argv[a]) == tests[i].name;
       if (!wanted) continue;
     }
-    if (run_one(&tests[i]) == 0) passed++; else failed++;
+    if (run_one(&tests[i]) == 0) passed++;
+    else failed++;
   }
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

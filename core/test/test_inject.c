@@ -14,9 +14,7 @@ typedef struct {
   long id;
 } item;
 
-static long id_of(ty__node *n) {
-  return ((item *)n)->id;
-}
+static long id_of(ty__node *n) { return ((item *)n)->id; }
 
 /* Walks a popped chain: checks it holds exactly `count` nodes, ends in NULL
  * and carries ids expect, expect + 1, ... Returns the next expected id, or -1
@@ -170,10 +168,8 @@ static void *inject_producer(void *p) {
       it[k].id = base + i + k;
       it[k].node.next = k + 1 < n ? &it[k + 1].node : NULL;
     }
-    if (n == 1)
-      ty__inject_push(&st->q, &it[0].node);
-    else
-      ty__inject_push_batch(&st->q, &it[0].node, &it[n - 1].node, (size_t)n);
+    if (n == 1) ty__inject_push(&st->q, &it[0].node);
+    else ty__inject_push_batch(&st->q, &it[0].node, &it[n - 1].node, (size_t)n);
     i += n;
   }
   return NULL;

@@ -51,8 +51,8 @@ static int listen_any(int *port) {
   int fd = tcp_socket();
   struct sockaddr_in a = loopback(0);
   socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-      listen(fd, 1024) || getsockname(fd, (struct sockaddr *)&a, &len))
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 1024) ||
+      getsockname(fd, (struct sockaddr *)&a, &len))
     return -1;
   *port = ntohs(a.sin_port);
   return fd;
@@ -138,7 +138,8 @@ static int connect_n(harness *h, int port, int n, int *cfd) {
     c[i] = rec_new();
     cfd[i] = tcp_socket();
     CHECK_EQ(ty__io_connect(h->io, &c[i]->op, cfd[i], (struct sockaddr *)&a,
-                            sizeof a), 0);
+                            sizeof a),
+             0);
   }
   int ok = 0;
   for (int i = 0; i < n; i++) {
@@ -150,7 +151,7 @@ static int connect_n(harness *h, int port, int n, int *cfd) {
 }
 
 #define BOTH(fn)                                                               \
-  TEST_IMPL(fn##_uring) { return skip(TY_IO_URING) ? 0 : fn(TY_IO_URING); }   \
+  TEST_IMPL(fn##_uring) { return skip(TY_IO_URING) ? 0 : fn(TY_IO_URING); }    \
   TEST_IMPL(fn##_epoll) { return fn(TY_IO_EPOLL); }
 
 /* ---- waking and timeouts ----------------------------------------------- */
@@ -253,8 +254,8 @@ static int io_tcp(int kind) {
     CHECK(PUMP(h.io, srv[i]->len == want, 5000));
     CHECK(snd[i]->ended && snd[i]->final_res == (int)want);
     snd[i]->ended = false;
-    CHECK_EQ(
-        ty__io_send(h.io, &snd[i]->op, acc->fds[i], srv[i]->data, want), 0);
+    CHECK_EQ(ty__io_send(h.io, &snd[i]->op, acc->fds[i], srv[i]->data, want),
+             0);
   }
   for (int i = 0; i < N; i++) {
     size_t want = strlen(msg[i]);
@@ -295,8 +296,8 @@ static int io_tcp(int kind) {
   rec *c = rec_new();
   int fd = tcp_socket();
   struct sockaddr_in a = loopback(port);
-  CHECK_EQ(
-      ty__io_connect(h.io, &c->op, fd, (struct sockaddr *)&a, sizeof a), 0);
+  CHECK_EQ(ty__io_connect(h.io, &c->op, fd, (struct sockaddr *)&a, sizeof a),
+           0);
   CHECK(PUMP(h.io, c->ended, 5000));
   CHECK_EQ(c->final_res, -ECONNREFUSED);
   ty__io_close(h.io, fd);
@@ -455,7 +456,8 @@ static int io_cancel(int kind) {
   setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   setsockopt(sfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
   static char junk[1 << 16];
-  while (send(cfd, junk, sizeof junk, MSG_DONTWAIT) > 0) {}
+  while (send(cfd, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+  }
   rec *snd = rec_new();
   /* The peer's window may still open a little: send until one sticks. */
   for (int tries = 0;; tries++) {
@@ -708,9 +710,8 @@ static int io_runtime(int kind) {
   while (!atomic_load(&g_port) && now_ms() < end) usleep(1000);
   CHECK(atomic_load(&g_port));
   for (int i = 0; i < RT_CLIENTS; i++)
-    CHECK_EQ(
-        ty_spawn_at(rt, (unsigned)(i % 2), iact_new(step_client, i), NULL),
-        0);
+    CHECK_EQ(ty_spawn_at(rt, (unsigned)(i % 2), iact_new(step_client, i), NULL),
+             0);
   end = now_ms() + 20000;
   while ((atomic_load(&g_clients_done) < RT_CLIENTS ||
           atomic_load(&g_echo_done) < RT_CLIENTS) &&

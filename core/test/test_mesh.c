@@ -179,8 +179,8 @@ static int full_from(uint32_t start) {
 
 TEST_IMPL(mesh_full) {
   CHECK_EQ(full_from(0), 0);
-  CHECK_EQ(full_from(UINT32_MAX - 5), 0);     /* wraps while filling */
-  CHECK_EQ(full_from(UINT32_MAX - 500), 0);   /* wraps while streaming */
+  CHECK_EQ(full_from(UINT32_MAX - 5), 0);   /* wraps while filling */
+  CHECK_EQ(full_from(UINT32_MAX - 500), 0); /* wraps while streaming */
   CHECK_EQ(full_from(UINT32_MAX), 0);
   CHECK_EQ(full_from((uint32_t)INT32_MAX - 3), 0); /* the sign bit flips */
 
@@ -221,10 +221,10 @@ enum { ST_THREADS = 4, ST_CAP = 8, ST_MAX_BATCH = 24, ST_MAX_OVERFLOW = 64 };
 
 typedef struct {
   ty__mesh mesh;
-  uint32_t per_pair;            /* messages each thread sends each peer */
+  uint32_t per_pair;                 /* messages each thread sends each peer */
   msg *msgs[ST_THREADS][ST_THREADS]; /* [from][to], per_pair each */
   pthread_barrier_t start;
-  _Atomic int failed;           /* first failure stops everybody */
+  _Atomic int failed; /* first failure stops everybody */
   uint64_t seed;
 } stress;
 
@@ -233,7 +233,7 @@ typedef struct {
   unsigned id;
   uint64_t rng;
   /* Sending side, per destination. */
-  uint32_t next[ST_THREADS];    /* next sequence number to create */
+  uint32_t next[ST_THREADS];     /* next sequence number to create */
   ty__node *ov_head[ST_THREADS]; /* overflow list: FIFO, older than any */
   ty__node *ov_tail[ST_THREADS]; /* entry the ring has not taken yet */
   uint32_t ov_len[ST_THREADS];
@@ -248,7 +248,7 @@ typedef struct {
   do {                                                                         \
     snprintf((w)->err, sizeof((w)->err), __VA_ARGS__);                         \
     /* relaxed: only a stop flag; the message is read after join. */           \
-    atomic_store_explicit(&(w)->s->failed, 1, memory_order_relaxed);          \
+    atomic_store_explicit(&(w)->s->failed, 1, memory_order_relaxed);           \
     return NULL;                                                               \
   } while (0)
 
@@ -310,8 +310,7 @@ static bool recv_some(worker *w, unsigned from, size_t max, bool *bad) {
   for (size_t i = 0; i < n; i++) {
     msg *x = as_msg(out[i]);
     uint32_t want = w->expect[from];
-    if (x != &s->msgs[from][w->id][want] || x->from != from ||
-        x->seq != want) {
+    if (x != &s->msgs[from][w->id][want] || x->from != from || x->seq != want) {
       snprintf(w->err, sizeof(w->err),
                "thread %u from %u: expected seq %u, got %p (from %u seq %u)",
                w->id, from, want, (void *)x, x->from, x->seq);
@@ -449,9 +448,11 @@ TEST_IMPL(mesh_stress) {
   /* The rings must really have filled, or the overflow path went untested. */
   CHECK(fails > 0);
   if (getenv("TY_TEST_VERBOSE"))
-    fprintf(stderr, "mesh_stress: %u/pair, %llu push fails, %llu publishes, "
-            "%llu yields\n", s.per_pair, (unsigned long long)fails,
-            (unsigned long long)pubs, (unsigned long long)yields);
+    fprintf(stderr,
+            "mesh_stress: %u/pair, %llu push fails, %llu publishes, "
+            "%llu yields\n",
+            s.per_pair, (unsigned long long)fails, (unsigned long long)pubs,
+            (unsigned long long)yields);
 
   pthread_barrier_destroy(&s.start);
   for (unsigned f = 0; f < ST_THREADS; f++)

@@ -14,7 +14,8 @@
 
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
 }
 
 static double now_s(void) { return ty__now_ns() * 1e-9; }
@@ -95,7 +96,8 @@ static tjob *tjob_new(long ms, gate *g) {
 static void note_running(long delta) {
   long now = atomic_fetch_add(&g_running, delta) + delta;
   long peak = atomic_load(&g_peak);
-  while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {}
+  while (now > peak && !atomic_compare_exchange_weak(&g_peak, &peak, now)) {
+  }
 }
 
 static void tjob_run(ty_pool_job *j) {
@@ -139,7 +141,8 @@ TEST_IMPL(pool_saturation) {
   ty_pool *p = new_pool(4, 100, 10000);
   CHECK(p != NULL);
   double t0 = now_s();
-  for (int i = 0; i < 16; i++) CHECK_EQ(ty_pool_submit(p, &tjob_new(50, NULL)->base), 0);
+  for (int i = 0; i < 16; i++)
+    CHECK_EQ(ty_pool_submit(p, &tjob_new(50, NULL)->base), 0);
   CHECK(stats(p).threads == 4);
   CHECK(stats(p).queued == 12);
   WAIT_FOR(atomic_load(&g_ran) == 16, 5000);
@@ -154,7 +157,8 @@ TEST_IMPL(pool_saturation) {
   CHECK_EQ(s.completed, 16);
   CHECK_EQ(s.rejected, 0);
   /* Idle threads are reused: no fifth thread appears. */
-  for (int i = 0; i < 4; i++) CHECK_EQ(ty_pool_submit(p, &tjob_new(0, NULL)->base), 0);
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ(ty_pool_submit(p, &tjob_new(0, NULL)->base), 0);
   WAIT_FOR(stats(p).completed == 20, 2000);
   CHECK_EQ(stats(p).threads, 4);
   ty_pool_free(p);
@@ -327,7 +331,8 @@ TEST_IMPL(pool_shutdown_queued) {
   reset_counters();
   ty_pool *p = new_pool(2, 100, 10000);
   CHECK(p != NULL);
-  for (int i = 0; i < 50; i++) CHECK_EQ(ty_pool_submit(p, &tjob_new(30, NULL)->base), 0);
+  for (int i = 0; i < 50; i++)
+    CHECK_EQ(ty_pool_submit(p, &tjob_new(30, NULL)->base), 0);
   WAIT_FOR(atomic_load(&g_running) == 2, 2000);
   double t0 = now_s();
   ty_pool_shutdown(p);

@@ -17,8 +17,8 @@ typedef struct cact cact;
 typedef int (*step_fn)(ty_actor *a, cact *c);
 struct cact {
   step_fn step;
-  long n;     /* workload-specific */
-  long seen;  /* workload-specific */
+  long n;    /* workload-specific */
+  long seen; /* workload-specific */
   ty_pid peer;
   long *expect; /* per-sender next sequence (fifo test) */
   int nsenders;
@@ -34,7 +34,8 @@ static int c_resume(ty_actor *a, void *ud) {
 }
 
 static void c_destroy(ty_actor *a, ty_worker *w, void *ud) {
-  (void)w; (void)ud;
+  (void)w;
+  (void)ud;
   cact *c = a->user;
   free(c->expect);
   free(c);
@@ -42,12 +43,15 @@ static void c_destroy(ty_actor *a, ty_worker *w, void *ud) {
 }
 
 static void c_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
-  (void)m; (void)w; (void)ud;
+  (void)m;
+  (void)w;
+  (void)ud;
   atomic_fetch_add(&g_undeliverable, 1);
 }
 
-static const ty_actor_ops c_ops = {
-    .resume = c_resume, .destroy = c_destroy, .undeliverable = c_undeliverable};
+static const ty_actor_ops c_ops = {.resume = c_resume,
+                                   .destroy = c_destroy,
+                                   .undeliverable = c_undeliverable};
 
 static void reset_counters(void) {
   atomic_store(&g_destroyed, 0);
@@ -133,7 +137,8 @@ TEST_IMPL(rt_start_stop) {
 /* ---- spawn ------------------------------------------------------------- */
 
 static int step_finish(ty_actor *a, cact *c) {
-  (void)a; (void)c;
+  (void)a;
+  (void)c;
   atomic_fetch_add(&g_done, 1);
   return TY_DONE;
 }
@@ -227,7 +232,8 @@ static int step_ping(ty_actor *a, cact *c) {
 TEST_IMPL(rt_pingpong) {
   reset_counters();
   ty_runtime *rt = start_rt(2, 0);
-  for (int i = 0; i < 4; i++) CHECK(spawn_c(rt, step_ping, test_scaled(100000, 2000)));
+  for (int i = 0; i < 4; i++)
+    CHECK(spawn_c(rt, step_ping, test_scaled(100000, 2000)));
   CHECK(wait_done(4, 60));
   ty_runtime_stop(rt);
   ty_runtime_free(rt);
@@ -284,7 +290,8 @@ static int step_fifo_rx(ty_actor *a, cact *c) {
     long v = msg_long(m);
     long s = m->kind;
     ty_msg_free(m);
-    if (s < 0 || s >= f->senders || c->expect[s] != v) atomic_fetch_add(&g_errors, 1);
+    if (s < 0 || s >= f->senders || c->expect[s] != v)
+      atomic_fetch_add(&g_errors, 1);
     else c->expect[s]++;
     if (++c->seen == f->senders * f->per_pair) {
       atomic_fetch_add(&g_done, 1);
@@ -304,7 +311,8 @@ static int step_fifo_tx(ty_actor *a, cact *c) {
   while (c->seen < total) {
     long seq = c->seen / f->receivers;
     int r = (int)(c->seen % f->receivers);
-    if (send_long(rt, f->rx[r], seq, (uint32_t)c->n)) atomic_fetch_add(&g_errors, 1);
+    if (send_long(rt, f->rx[r], seq, (uint32_t)c->n))
+      atomic_fetch_add(&g_errors, 1);
     c->seen++;
     if (ty_send_blocked(a) || c->seen % 97 == 0) return TY_YIELD;
   }
@@ -314,7 +322,8 @@ static int step_fifo_tx(ty_actor *a, cact *c) {
 
 TEST_IMPL(rt_fifo_stress) {
   reset_counters();
-  fifo_cfg f = {.senders = 8, .receivers = 8,
+  fifo_cfg f = {.senders = 8,
+                .receivers = 8,
                 .per_pair = test_scaled(40000, 1000)};
   ty_pid rx[8];
   f.rx = rx;
@@ -389,7 +398,8 @@ TEST_IMPL(rt_dead_pid) {
   while (ty_pid_alive(rt, pid)) usleep(100);
   CHECK_EQ(send_long(rt, pid, 1, 0), -ESRCH);
   CHECK_EQ(send_long(rt, 0, 1, 0), -ESRCH);
-  CHECK_EQ(send_long(rt, ((ty_pid)77 << TY_PID_SLOT_BITS) | 12345, 1, 0), -ESRCH);
+  CHECK_EQ(send_long(rt, ((ty_pid)77 << TY_PID_SLOT_BITS) | 12345, 1, 0),
+           -ESRCH);
   ty_runtime_stop(rt);
   ty_runtime_free(rt);
   return 0;
@@ -413,7 +423,8 @@ static int step_sleeper(ty_actor *a, cact *c) {
   if (late < 0) atomic_fetch_add(&g_early, 1);
   long us = (long)(late / 1000);
   long cur = atomic_load(&g_late_max_us);
-  while (us > cur && !atomic_compare_exchange_weak(&g_late_max_us, &cur, us)) {}
+  while (us > cur && !atomic_compare_exchange_weak(&g_late_max_us, &cur, us)) {
+  }
   atomic_fetch_add(&g_done, 1);
   return TY_DONE;
 }
@@ -424,7 +435,9 @@ TEST_IMPL(rt_timers) {
   ty_runtime *rt = start_rt(2, 0);
   uint32_t x = 2463534242u;
   for (long i = 0; i < n; i++) {
-    x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
     CHECK(spawn_c(rt, step_sleeper, x % 300));
   }
   CHECK(wait_done(n, 60));

@@ -26,9 +26,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static long id_of(ty__node *n) {
-  return n == NULL ? -1 : ((item *)n)->id;
-}
+static long id_of(ty__node *n) { return n == NULL ? -1 : ((item *)n)->id; }
 
 /* Test only: an empty queue whose indices start at `start`. */
 static void spawnq_at(ty__spawnq *q, uint32_t cap, uint32_t start) {
@@ -533,7 +531,7 @@ static int pool_check(pool *p) {
 typedef struct {
   pool *p;
   ty__spawnq *own;
-  ty__spawnq *from; /* steals from here */
+  ty__spawnq *from;     /* steals from here */
   _Atomic long *steals; /* where successful steals are counted */
   int pushes;           /* the owner of A also produces */
   int uses_inject;
@@ -549,7 +547,8 @@ static void *chain_thread(void *v) {
   while (!pool_finished(p)) {
     if (a->pushes && next < p->n && pool_in_flight(p, next) < 1024) {
       long burst = 1 + (long)(ty__rand_next(&rng) % 3);
-      for (long i = 0; i < burst && next < p->n; i++) pool_push(p, a->own, next++);
+      for (long i = 0; i < burst && next < p->n; i++)
+        pool_push(p, a->own, next++);
     }
     ty__node *n = ty__spawnq_pop(a->own);
     if (n == NULL && a->from != NULL) {
@@ -593,7 +592,7 @@ static int chained_sequential(void) {
   push_id(&a, items, 6, &inj);
   CHECK_EQ(id_of(ty__spawnq_steal_into(&a, &b)), 4); /* b: [3] */
   CHECK_EQ(id_of(ty__spawnq_steal_into(&a, &c)), 5); /* c: [] */
-  push_id(&b, items, 7, &inj);                        /* b: [3 7] */
+  push_id(&b, items, 7, &inj);                       /* b: [3 7] */
   CHECK_EQ(id_of(ty__spawnq_steal_into(&b, &c)), 3); /* c: [] */
   CHECK_EQ(id_of(ty__spawnq_steal_into(&b, &c)), 7);
   CHECK_EQ(id_of(ty__spawnq_pop(&a)), 6);
@@ -619,7 +618,7 @@ typedef struct {
   ty__spawnq *victim;
   ty__spawnq *own;
   pthread_barrier_t *barrier;
-  _Atomic int stealing; /* set right before the steal attempts */
+  _Atomic int stealing;  /* set right before the steal attempts */
   _Atomic int *wait_for; /* if set: briefly wait for it before popping */
   _Atomic int *quit;
   int tries; /* steal attempts before giving up */
@@ -720,10 +719,18 @@ static int chained_rounds(long rounds, long *ab, long *bc) {
 
   ty__inject_init(&inj);
   CHECK_EQ(pthread_barrier_init(&barrier, NULL, 3), 0);
-  b = (round_arg){.victim = &qa, .own = &qb, .barrier = &barrier,
-                  .wait_for = &c.stealing, .quit = &quit, .tries = 1};
-  c = (round_arg){.victim = &qb, .own = &qc, .barrier = &barrier,
-                  .wait_for = NULL, .quit = &quit, .tries = 50};
+  b = (round_arg){.victim = &qa,
+                  .own = &qb,
+                  .barrier = &barrier,
+                  .wait_for = &c.stealing,
+                  .quit = &quit,
+                  .tries = 1};
+  c = (round_arg){.victim = &qb,
+                  .own = &qc,
+                  .barrier = &barrier,
+                  .wait_for = NULL,
+                  .quit = &quit,
+                  .tries = 50};
   CHECK_EQ(pthread_create(&tb, NULL, round_thread, &b), 0);
   CHECK_EQ(pthread_create(&tc, NULL, round_thread, &c), 0);
   for (long r = 0; r < rounds && rc == 0; r++)
@@ -817,7 +824,8 @@ static bool stress_step(stress_t *st, ty__spawnq *q, int self, uint64_t *rng,
 
   if (n == NULL && q != st->owner_q) {
     n = ty__spawnq_steal_into(st->owner_q, q);
-    if (n != NULL) atomic_fetch_add_explicit(&p->steals, 1, memory_order_relaxed);
+    if (n != NULL)
+      atomic_fetch_add_explicit(&p->steals, 1, memory_order_relaxed);
   }
   if (n == NULL) {
     int victim = (int)(ty__rand_next(rng) % THIEVES);
@@ -846,11 +854,13 @@ static void *stress_owner(void *v) {
     long burst = 1 + (long)(ty__rand_next(&rng) % (2 * st->cap));
     if (pool_in_flight(p, next) > 16 * (long)st->cap + 2048) burst = 0;
     long before = next;
-    for (long i = 0; i < burst && next < p->n; i++) pool_push(p, st->owner_q, next++);
+    for (long i = 0; i < burst && next < p->n; i++)
+      pool_push(p, st->owner_q, next++);
     if (before / 16384 != next / 16384) {
       /* Now and then leave our queue to the thieves alone, so that stealing
        * from it is sure to happen however the threads get scheduled. */
-      while (ty__spawnq_len(st->owner_q) > 0 && !pool_finished(p)) sched_yield();
+      while (ty__spawnq_len(st->owner_q) > 0 && !pool_finished(p))
+        sched_yield();
     }
     long pops = (long)(ty__rand_next(&rng) % (burst / 2 + 2));
     for (long i = 0; i < pops; i++) {

@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
-#include "test.h"
 #include "sched/timer.h"
+#include "test.h"
 
 #define MS_HOUR (3600ull * 1000)
 
@@ -211,7 +211,12 @@ static size_t insert_boundaries(ty__wheel *w, ty__timer *t, uint64_t base) {
   size_t n = 0;
   for (unsigned k = 1; k <= 6; k++) {
     uint64_t b = pow64(k);
-    uint64_t ds[] = {b - 1, b, b + 1, base + b - 1, base + b, base + b + 1,
+    uint64_t ds[] = {b - 1,
+                     b,
+                     b + 1,
+                     base + b - 1,
+                     base + b,
+                     base + b + 1,
                      (base | (b - 1)) + 1}; /* next aligned boundary */
     for (size_t i = 0; i < ty__countof(ds); i++) {
       if (ds[i] <= base) continue;
@@ -224,9 +229,18 @@ static size_t insert_boundaries(ty__wheel *w, ty__timer *t, uint64_t base) {
 TEST_IMPL(wheel_levels) {
   static ty__timer t[64];
   ty__wheel w;
-  const uint64_t bases[] = {0, 1, 62, 63, 64, 4095, 12345, pow64(3) - 3,
-                            pow64(5) - 1, ((uint64_t)1 << 35) + 7,
-                            pow64(6) - 2, 0xfedcba987ull};
+  const uint64_t bases[] = {0,
+                            1,
+                            62,
+                            63,
+                            64,
+                            4095,
+                            12345,
+                            pow64(3) - 3,
+                            pow64(5) - 1,
+                            ((uint64_t)1 << 35) + 7,
+                            pow64(6) - 2,
+                            0xfedcba987ull};
 
   /* Boundaries of every level, from aligned and unaligned clocks. */
   for (size_t i = 0; i < ty__countof(bases); i++) {

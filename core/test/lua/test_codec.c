@@ -22,8 +22,8 @@
 #include <lualib.h>
 
 #include "../test.h"
-#include "lua/codec.h"
 #include "base/common.h"
+#include "lua/codec.h"
 
 static lua_State *L;
 static ty__buf B;
@@ -105,16 +105,11 @@ static bool deq(int a, int b, int depth) {
   int t = lua_type(L, a);
   if (t != lua_type(L, b)) return false;
   switch (t) {
-  case LUA_TNIL:
-    return true;
-  case LUA_TBOOLEAN:
-    return lua_toboolean(L, a) == lua_toboolean(L, b);
-  case LUA_TNUMBER:
-    return num_eq(lua_tonumber(L, a), lua_tonumber(L, b));
-  case LUA_TTABLE:
-    return tab_eq(a, b, depth);
-  default:
-    return lua_rawequal(L, a, b);
+  case LUA_TNIL: return true;
+  case LUA_TBOOLEAN: return lua_toboolean(L, a) == lua_toboolean(L, b);
+  case LUA_TNUMBER: return num_eq(lua_tonumber(L, a), lua_tonumber(L, b));
+  case LUA_TTABLE: return tab_eq(a, b, depth);
+  default: return lua_rawequal(L, a, b);
   }
 }
 
@@ -131,8 +126,8 @@ static int check_roundtrip(int first, int n) {
   size_t start = B.len;
   CHECK_EQ(ty__codec_encode(L, first, n, &B, SIZE_MAX, err, sizeof(err)), 0);
   CHECK_EQ(lua_gettop(L), top);
-  CHECK_EQ(
-      ty__codec_decode(L, B.data + start, B.len - start, err, sizeof(err)), n);
+  CHECK_EQ(ty__codec_decode(L, B.data + start, B.len - start, err, sizeof(err)),
+           n);
   CHECK(list_eq(first, top + 1, n));
   CHECK_EQ(ty__codec_copy(L, first, n, SIZE_MAX, err, sizeof(err)), n);
   CHECK_EQ(lua_gettop(L), top + 2 * n);
@@ -217,30 +212,29 @@ static int check_corruptions(const char *data, size_t len) {
 static void gen_value(int depth, bool allow_nil);
 
 static void gen_number(bool as_key) {
-  static const double special[] = {
-      0.0,          -0.0,          1e308,        -1e308,
-      5e-324,       0.1,           2147483647.0, 2147483648.0,
-      -2147483648.0, -2147483649.0, 9007199254740993.0};
+  static const double special[] = {0.0,
+                                   -0.0,
+                                   1e308,
+                                   -1e308,
+                                   5e-324,
+                                   0.1,
+                                   2147483647.0,
+                                   2147483648.0,
+                                   -2147483648.0,
+                                   -2147483649.0,
+                                   9007199254740993.0};
   double d;
   uint64_t u;
   switch (rnd(6)) {
   case 0:
-  case 1:
-    d = (double)rnd(400) - 100;
-    break;
-  case 2:
-    d = (double)(int32_t)(uint32_t)ty__rand_next(&rng);
-    break;
+  case 1: d = (double)rnd(400) - 100; break;
+  case 2: d = (double)(int32_t)(uint32_t)ty__rand_next(&rng); break;
   case 3:
     u = ty__rand_next(&rng);
     memcpy(&d, &u, sizeof(d));
     break;
-  case 4:
-    d = rnd(2) ? (rnd(2) ? INFINITY : -INFINITY) : NAN;
-    break;
-  default:
-    d = special[rnd(ty__countof(special))];
-    break;
+  case 4: d = rnd(2) ? (rnd(2) ? INFINITY : -INFINITY) : NAN; break;
+  default: d = special[rnd(ty__countof(special))]; break;
   }
   if (as_key && isnan(d)) d = 0.25; /* not a valid key */
   lua_pushnumber(L, d);
@@ -249,8 +243,7 @@ static void gen_number(bool as_key) {
 static void gen_string(void) {
   char s[600];
   size_t len = rnd(10) == 0 ? rnd(sizeof(s)) : rnd(20);
-  for (size_t i = 0; i < len; i++)
-    s[i] = (char)(rnd(4) == 0 ? 0 : rnd(256));
+  for (size_t i = 0; i < len; i++) s[i] = (char)(rnd(4) == 0 ? 0 : rnd(256));
   lua_pushlstring(L, s, len);
 }
 
@@ -447,8 +440,9 @@ TEST_IMPL(codec_depth) {
   lua_rawset(L, 1);
   ty__buf_reset(&B);
   CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), -1);
-  CHECK(strncmp(err, "cannot copy tables nested deeper than 100 levels "
-                     "(argument 1, at <key>[1][1]",
+  CHECK(strncmp(err,
+                "cannot copy tables nested deeper than 100 levels "
+                "(argument 1, at <key>[1][1]",
                 74) == 0);
   lua_settop(L, 0);
   /* Decode: 100 nested headers are fine, 101 are malformed. */
@@ -467,8 +461,9 @@ TEST_IMPL(codec_depth) {
 
 TEST_IMPL(codec_errors) {
   run_lua("return 1, {handlers = {{}, {}, {cb = function() end}}}");
-  CHECK(check_error(1, 2, "cannot copy a function (argument 2, at "
-                          ".handlers[3].cb)") == 0);
+  CHECK(check_error(1, 2,
+                    "cannot copy a function (argument 2, at "
+                    ".handlers[3].cb)") == 0);
   lua_settop(L, 0);
   run_lua("return coroutine.create(function() end)");
   CHECK(check_error(1, 1, "cannot copy a coroutine (argument 1)") == 0);
@@ -486,23 +481,25 @@ TEST_IMPL(codec_errors) {
   CHECK(check_error(1, 1, "cannot copy a cycle (argument 1, at .self)") == 0);
   lua_settop(L, 0);
   run_lua("local a = {b = {c = {}}} a.b.c[2] = a.b return a");
-  CHECK(check_error(1, 1, "cannot copy a cycle (argument 1, at .b.c[2])") ==
-        0);
+  CHECK(check_error(1, 1, "cannot copy a cycle (argument 1, at .b.c[2])") == 0);
   lua_settop(L, 0);
   run_lua("local t = {} t[t] = 1 return t");
   CHECK(check_error(1, 1, "cannot copy a cycle (argument 1, at <key>)") == 0);
   lua_settop(L, 0);
   run_lua("return {x = {[print] = 1}}");
-  CHECK(check_error(1, 1, "cannot copy a function used as a table key "
-                          "(argument 1, at .x)") == 0);
+  CHECK(check_error(1, 1,
+                    "cannot copy a function used as a table key "
+                    "(argument 1, at .x)") == 0);
   lua_settop(L, 0);
   run_lua("return {['a b'] = {[2.5] = {[true] = {[{}] = {f = print}}}}}");
-  CHECK(check_error(1, 1, "cannot copy a function (argument 1, at "
-                          "[\"a b\"][2.5][true][{table}].f)") == 0);
+  CHECK(check_error(1, 1,
+                    "cannot copy a function (argument 1, at "
+                    "[\"a b\"][2.5][true][{table}].f)") == 0);
   lua_settop(L, 0);
   run_lua("return 'ok', {k = {[{f = print}] = 1}}");
-  CHECK(check_error(1, 2, "cannot copy a function (argument 2, at "
-                          ".k<key>.f)") == 0);
+  CHECK(check_error(1, 2,
+                    "cannot copy a function (argument 2, at "
+                    ".k<key>.f)") == 0);
   lua_settop(L, 0);
   /* "argument" is the stack index, so it matches a C function's arguments
    * and works with relative indices too. */
@@ -630,8 +627,12 @@ TEST_IMPL(codec_decode_errors) {
   CHECK(MALFORMED("\x01\x3f", "bad tag at byte 1") == 0);
   CHECK(MALFORMED("\x04\x01\x02\x03", "truncated number") == 0);
   CHECK(MALFORMED("\x03\x01", "truncated number") == 0);
-  CHECK(MALFORMED("\x05\x10" "abc", "truncated string") == 0);
-  CHECK(MALFORMED("\x45" "abc", "truncated string") == 0);
+  CHECK(MALFORMED("\x05\x10"
+                  "abc",
+                  "truncated string") == 0);
+  CHECK(MALFORMED("\x45"
+                  "abc",
+                  "truncated string") == 0);
   CHECK(MALFORMED("\x05\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
                   "bad length") == 0);
   CHECK(MALFORMED("\x05\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f",
@@ -640,17 +641,15 @@ TEST_IMPL(codec_decode_errors) {
   CHECK(MALFORMED("\x06\x00\x01\x00", "truncated table") == 0);
   CHECK(MALFORMED("\x06\xff\xff\xff\xff\x0f\x00\x00\x00\x00",
                   "bad table size") == 0);
-  CHECK(MALFORMED("\x06\x00\xff\xff\xff\xff\x01\x01", "bad table size") ==
-        0);
+  CHECK(MALFORMED("\x06\x00\xff\xff\xff\xff\x01\x01", "bad table size") == 0);
   /* Counts the remaining bytes cannot hold, below LuaJIT's limits too. */
-  CHECK(MALFORMED("\x06\x80\x80\x40\x00\x00\x00\x00\x01",
-                  "bad table size") == 0);
-  CHECK(MALFORMED("\x06\x00\x00\x00\x01\x00\x01\x01", "bad table size") ==
+  CHECK(MALFORMED("\x06\x80\x80\x40\x00\x00\x00\x00\x01", "bad table size") ==
         0);
-  CHECK(MALFORMED("\x06\x02\x01\x00\x00\x00\x01\x01", "bad table size") ==
-        0);
-  CHECK(MALFORMED("\x06\x02\x00\x00\x00\x00\x41" "a", "truncated value") ==
-        0);
+  CHECK(MALFORMED("\x06\x00\x00\x00\x01\x00\x01\x01", "bad table size") == 0);
+  CHECK(MALFORMED("\x06\x02\x01\x00\x00\x00\x01\x01", "bad table size") == 0);
+  CHECK(MALFORMED("\x06\x02\x00\x00\x00\x00\x41"
+                  "a",
+                  "truncated value") == 0);
   CHECK(MALFORMED("\x06\x00\x01\x00\x00\x00\x00\x01",
                   "nil or NaN table key at byte 6") == 0);
   CHECK(MALFORMED("\x06\x00\x01\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\xf8"
