@@ -31,10 +31,13 @@ CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard core/$(d)/*.c))
 BIND_SRC  = $(foreach d,$(BIND_DIRS),$(wildcard core/$(d)/*.c)) core/cmd/module.c
 MAIN_SRC  = core/cmd/main.c
 TEST_SRC  = $(wildcard core/test/*.c)
+LTEST_SRC = $(wildcard core/test/lua/*.c)
 
 CORE_OBJ  = $(CORE_SRC:core/%.c=$(BUILD)/core/%.o)
 LUA_OBJ   = $(BIND_SRC:core/%.c=$(BUILD)/core/%.o)
 TEST_OBJ  = $(TEST_SRC:core/test/%.c=$(BUILD)/test/%.o)
+LTEST_OBJ = $(LTEST_SRC:core/test/lua/%.c=$(BUILD)/test/lua/%.o)
+CODEC_OBJ = $(BUILD)/core/lua/codec.o $(BUILD)/core/lua/codec_dec.o
 
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS) -Icore
 HEADERS    = $(wildcard core/*/*.h core/test/*.h)
@@ -45,9 +48,9 @@ LLHTTP_SRC = /usr/share/llhttp
 LLHTTP_INC = /usr/share/include/llhttp
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
-.PHONY: all ctest test spec tsan asan bench deps clean install
+.PHONY: all ctest test spec lint tsan asan bench deps clean install
 
-all: $(BUILD)/tycho-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 
 # Only the binding and the launcher see Lua's headers (scripts/layers.sh
 # checks the rest of the layering).
@@ -65,6 +68,14 @@ $(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c Makefile
 $(BUILD)/test/%.o: core/test/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+# C tests of the Lua side (the codec): they link LuaJIT.
+$(BUILD)/test/lua/%.o: core/test/lua/%.c $(HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -c $< -o $@
+
+$(BUILD)/tycho-lua-tests: $(LTEST_OBJ) $(CODEC_OBJ) $(BUILD)/libtycore.a
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS)
 
 $(BUILD)/libtycore.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -86,14 +97,20 @@ $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
 
 TY_TEST_SCALE ?= 1
-ctest: $(BUILD)/tycho-tests
+ctest: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests
 	TY_TEST_SCALE=$(TY_TEST_SCALE) $(BUILD)/tycho-tests $(T)
+	@if [ -z "$(T)" ]; then TY_CODEC_NOBENCH=1 $(BUILD)/tycho-lua-tests; fi
 
 spec: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	scripts/spec.sh $(SPEC)
 
 test: all
 	scripts/test.sh
+
+# The layering of core/ (scripts/layers.sh), the C style (.clang-format) and
+# luacheck on the Lua code (.luacheckrc): zero warnings. Also part of test.
+lint:
+	scripts/lint.sh
 
 tsan:
 	TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp $$TSAN_OPTIONS" \

@@ -5,7 +5,7 @@
  *   DETAIL key=value ...
  * bench/run.sh runs each several times and prints medians as
  *   tycho-c <workload>: <value> <unit>
- * Workloads are defined in shared/research/peers.md: spawn pingpong ring skew
+ * Workloads are defined in docs/benchmarks.md: spawn pingpong ring skew
  * timers. Every workload runs inside a root actor, like the peers' suites.
  */
 #include <math.h>

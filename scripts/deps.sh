@@ -22,6 +22,8 @@ PACKAGES=(
   node-llhttp
   # benchmarks, model checking, memory checking
   wrk curl spin valgrind
+  # make lint: C style and Lua style
+  clang-format lua-check
 )
 
 FORBIDDEN=(libnginx-mod-http-lua luajit2)

@@ -6,7 +6,8 @@
  * leave the stack empty.
  *
  *   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
- *     -I/usr/include/luajit-2.1 -Icore core/codec.c scripts/fuzz_codec.c \
+ *     -I/usr/include/luajit-2.1 -Icore core/lua/codec.c core/lua/codec_dec.c \
+ *     core/base/buf.c scripts/fuzz_codec.c \
  *     -lluajit-5.1 -lm -o build/fuzz-codec
  *   mkdir -p build/fuzz-corpus && build/fuzz-codec -max_total_time=60 \
  *     build/fuzz-corpus
@@ -20,7 +21,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "codec.h"
+#include "lua/codec.h"
 
 #define REQUIRE(cond)                                                          \
   do {                                                                         \

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test.sh - every test (what `make test` runs once the build is done):
 #   1. the C tests of the core (build/tycho-tests, or $BUILD/tycho-tests)
-#   2. the spin model of the park protocol (scripts/model.sh)
-#   3. the busted specs (scripts/spec.sh)
+#   2. the C tests of the codec (build/tycho-lua-tests)
+#   3. the spin model of the park protocol (scripts/model.sh)
+#   4. lint: the layering of core/, clang-format, luacheck (scripts/lint.sh)
+#   5. the busted specs (scripts/spec.sh)
 # Each prints "N passed, N failed"; the last line of this script is their sum.
 # Exits non-zero when anything failed.
 #
@@ -21,8 +23,16 @@ else
   step "C tests" sh -c "echo '$BUILD/tycho-tests is missing: run make first' >&2; exit 1"
 fi
 
+if [[ -x $BUILD/tycho-lua-tests ]]; then
+  step "codec tests" env TY_CODEC_NOBENCH=1 "$BUILD/tycho-lua-tests"
+else
+  step "codec tests" sh -c "echo '$BUILD/tycho-lua-tests is missing: run make first' >&2; exit 1"
+fi
+
 # The park protocol's model (spin): part of the tests, cheap (< 1 s).
 step "park model" scripts/model.sh
+
+step "lint" scripts/lint.sh
 
 if [[ -x scripts/spec.sh ]]; then
   step "Lua specs" scripts/spec.sh

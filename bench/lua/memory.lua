@@ -1,5 +1,5 @@
 -- memory: RSS before/after 100,000 actors parked in tycho.recv(), divided by
--- 100,000 (shared/research/peers.md). RSS from /proc/self/statm.
+-- 100,000 (docs/benchmarks.md). RSS from /proc/self/statm.
 -- Run: build/bin/tycho --workers 2 bench/lua/memory.lua
 local tycho = require "tycho"
 

@@ -1,5 +1,5 @@
 -- pingpong: two actors exchange 1,000,000 request/reply round trips
--- (shared/research/peers.md): the pinger does tycho.call(pong, i), the pong
+-- (docs/benchmarks.md): the pinger does tycho.call(pong, i), the pong
 -- actor answers with tycho.reply.
 -- Run: build/bin/tycho --workers 2 bench/lua/pingpong.lua
 local tycho = require "tycho"

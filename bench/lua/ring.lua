@@ -1,5 +1,5 @@
 -- ring: 1,000 actors in a ring pass one token 1,000,000 hops; the token is
--- a counter decremented per hop (shared/research/peers.md).
+-- a counter decremented per hop (docs/benchmarks.md).
 -- Run: build/bin/tycho --workers 2 bench/lua/ring.lua
 local tycho = require "tycho"
 

@@ -1,5 +1,5 @@
 -- skew: one actor spawns 10,000 jobs in order; job i runs (i mod 100) x 600
--- rounds of xorshift32 seeded with i+1 (shared/research/peers.md). ideal =
+-- rounds of xorshift32 seeded with i+1 (docs/benchmarks.md). ideal =
 -- the same jobs run sequentially in this actor just before, / 2;
 -- efficiency = ideal / wall. Checksum (sum of the results) = 20853591995759.
 -- Run: build/bin/tycho --workers 2 bench/lua/skew.lua

@@ -1,5 +1,5 @@
 -- spawn: spawn 100,000 actors that do nothing and finish; wait for all;
--- spawns per second (shared/research/peers.md). Actors share no memory, so
+-- spawns per second (docs/benchmarks.md). Actors share no memory, so
 -- the wait is one message from every actor to the parent (Erlang's
 -- spawn_msg variant; the peers' main line uses a shared atomic counter).
 -- Run: build/bin/tycho --workers 2 bench/lua/spawn.lua

@@ -1,5 +1,5 @@
 -- timers: 100,000 actors; actor i sleeps d_i = x_i mod 1000 ms, x = the
--- xorshift32 sequence from seed 2463534242 (shared/research/peers.md).
+-- xorshift32 sequence from seed 2463534242 (docs/benchmarks.md).
 -- wall = first spawn to last wake reported; lateness = wake - (start + d).
 -- Run: build/bin/tycho --workers 2 bench/lua/timers.lua
 local tycho = require "tycho"

@@ -61,12 +61,10 @@ typedef struct epoll_io {
 
 static fdrec *rec_of(epoll_io *e, int fd) {
   if (fd >= e->nfds) {
-    int n = e->nfds ? e->nfds : 256;
-    while (n <= fd) n *= 2;
-    e->fds = realloc(e->fds, (size_t)n * sizeof *e->fds);
-    if (!e->fds) ty__die("out of memory");
-    memset(e->fds + e->nfds, 0, (size_t)(n - e->nfds) * sizeof *e->fds);
-    e->nfds = n;
+    size_t cap = (size_t)e->nfds;
+    ty__grow(&e->fds, &cap, (size_t)fd + 1, sizeof *e->fds, 256);
+    memset(e->fds + e->nfds, 0, (cap - (size_t)e->nfds) * sizeof *e->fds);
+    e->nfds = (int)cap;
   }
   return &e->fds[fd];
 }

@@ -215,11 +215,12 @@ static int l_kill(lua_State *L) {
 
 /* ---- stats -------------------------------------------------------------- */
 
+/* clang-format off */
 #define STAT_FIELDS(X)                                                         \
-  X(polls)                                                                     \
-  X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks) X(mesh_sent)            \
-      X(mesh_received) X(inject_pops) X(spawns_placed) X(spawns_remote)        \
-          X(actors)
+  X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks)                \
+  X(mesh_sent) X(mesh_received) X(inject_pops) X(spawns_placed)                \
+  X(spawns_remote) X(actors)
+/* clang-format on */
 
 static int l_stats(lua_State *L) {
   if (!lt_g.rt) return luaL_error(L, "tycho.stats: the runtime is not running");

@@ -69,12 +69,6 @@ const char *lt_net_errtok(int err) {
   }
 }
 
-int lt_net_fail(lua_State *L, const char *token) {
-  lua_pushnil(L);
-  lua_pushstring(L, token);
-  return 2;
-}
-
 /* ---- arguments --------------------------------------------------------- */
 
 int lt_net_addr(const char *host, int port, struct sockaddr_storage *ss,
@@ -118,7 +112,7 @@ int lt_net_push_addr(lua_State *L, const struct sockaddr_storage *sa) {
     inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof buf);
     port = ntohs(v6->sin6_port);
   } else {
-    return lt_net_fail(L, "nosupport");
+    return lt_push_fail(L, "nosupport");
   }
   lua_pushstring(L, buf);
   lua_pushinteger(L, port);
@@ -139,19 +133,7 @@ int64_t lt_net_timeout(lua_State *L, int idx, int64_t def, const char *fname) {
 }
 
 ty_actor *lt_net_actor(lua_State *L, const char *fname) {
-  ty_actor *a = ty_actor_current();
-  if (!a || !lt_g.rt)
-    luaL_error(L,
-               "tycho.%s must be called from inside an actor (start one "
-               "with tycho.run)",
-               fname);
-  if (L != ((lt_actor *)a->user)->co)
-    luaL_error(L,
-               "tycho.%s blocks, so it must be called from the actor's own "
-               "coroutine (or a tycho.fork), not from a coroutine created by "
-               "the script",
-               fname);
-  return a;
+  return lt_current_blocking(L, fname).a;
 }
 
 int lt_net_rewait(ty_actor *a, lt_actor *la) {
@@ -289,13 +271,13 @@ static int l_set_nofile(lua_State *L) {
   lua_Number n = luaL_checknumber(L, 1);
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl))
-    return lt_net_fail(L, lt_net_errtok(errno));
+    return lt_push_fail(L, lt_net_errtok(errno));
   rlim_t want = n < 0 ? 0 : (rlim_t)n;
   if (want > rl.rlim_max) want = rl.rlim_max;
   if (want > rl.rlim_cur) {
     rl.rlim_cur = want;
     if (setrlimit(RLIMIT_NOFILE, &rl))
-      return lt_net_fail(L, lt_net_errtok(errno));
+      return lt_push_fail(L, lt_net_errtok(errno));
   }
   lua_pushnumber(L, (lua_Number)rl.rlim_cur);
   lua_pushnumber(L, (lua_Number)rl.rlim_max);

@@ -14,8 +14,6 @@
 /* The stable token for an errno (either sign): "timeout", "refused",
  * "reset", "closed", "unreachable", "addrinuse", ... */
 const char *lt_net_errtok(int err);
-/* Pushes nil, token; returns 2. */
-int lt_net_fail(lua_State *L, const char *token);
 /* Fills ss from a host ("localhost", "*", numeric IPv4 or IPv6; NULL: the
  * wildcard) and a port. Returns 0 or -1 (not a host this version resolves). */
 int lt_net_addr(const char *host, int port, struct sockaddr_storage *ss,

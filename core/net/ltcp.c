@@ -19,12 +19,12 @@ static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
   c->writer = NULL;
   la->ext_cancel = NULL;
   if (c->closed) {
-    n = lt_net_fail(co, "closed");
+    n = lt_push_fail(co, "closed");
   } else if (c->connecting) {
-    n = lt_net_fail(co, "timeout");
+    n = lt_push_fail(co, "timeout");
     lt_conn_close(c);
   } else if (c->cres < 0) {
-    n = lt_net_fail(co, lt_net_errtok(c->cres));
+    n = lt_push_fail(co, lt_net_errtok(c->cres));
     lt_conn_close(c);
   } else {
     lt_net_nodelay(c->fd);
@@ -58,9 +58,9 @@ static int l_connect(lua_State *L) {
   ty_actor *a = lt_net_actor(L, "tcp.connect");
   struct sockaddr_storage ss;
   socklen_t len;
-  if (lt_net_addr(host, port, &ss, &len)) return lt_net_fail(L, "badhost");
+  if (lt_net_addr(host, port, &ss, &len)) return lt_push_fail(L, "badhost");
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return lt_net_fail(L, lt_net_errtok(errno));
+  if (fd < 0) return lt_push_fail(L, lt_net_errtok(errno));
   lt_actor *la = a->user;
   lt_conn *c = lt_conn_new(fd, la);
   c->connecting = true;
@@ -70,7 +70,7 @@ static int l_connect(lua_State *L) {
     c->connecting = false;
     lt_conn_close(c);
     lt_conn_unref(c);
-    return lt_net_fail(L, lt_net_errtok(err));
+    return lt_push_fail(L, lt_net_errtok(err));
   }
   c->refs++; /* the op */
   c->writer = a;

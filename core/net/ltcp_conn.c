@@ -353,7 +353,7 @@ static int l_read(lua_State *L) {
   if (!c) return read_fail(L, &(lt_conn){.closed = true}, "closed");
   ty_actor *a = lt_net_actor(L, "tcp read");
   int64_t tmo = lt_net_timeout(L, 3, c->t_read, "tcp read");
-  if (c->reader) return lt_net_fail(L, "busy");
+  if (c->reader) return lt_push_fail(L, "busy");
   c->rmode = (uint8_t)mode;
   c->rwant = want;
   int n = read_now(L, c, mode, want);
@@ -381,17 +381,17 @@ static int l_read_some(lua_State *L) {
   lua_Number max = luaL_checknumber(L, 2);
   if (!(max >= 1) || max != (lua_Number)(size_t)max)
     return luaL_error(L, "tycho.tcp: read_some wants a byte count >= 1");
-  if (!c) return lt_net_fail(L, "closed");
+  if (!c) return lt_push_fail(L, "closed");
   ty_actor *a = lt_net_actor(L, "tcp read_some");
   int64_t tmo = lt_net_timeout(L, 3, c->t_read, "tcp read_some");
-  if (c->reader) return lt_net_fail(L, "busy");
+  if (c->reader) return lt_push_fail(L, "busy");
   c->rmode = RM_SOME;
   c->rwant = (size_t)max;
   int n = read_now(L, c, RM_SOME, c->rwant);
   if (n >= 0) return read_done(c, n);
   if (tmo == 0) {
     ensure_recv(c);
-    return lt_net_fail(L, "timeout");
+    return lt_push_fail(L, "timeout");
   }
   c->reader = a;
   ensure_recv(c);
@@ -451,9 +451,9 @@ static void stage(lt_conn *c, const char *data, size_t from, size_t len) {
 /* conn:write(data, ...) -> true | nil, err, bytes_sent */
 static int l_write(lua_State *L) {
   lt_conn *c = check_conn(L);
-  if (!c) return lt_net_fail(L, "closed");
+  if (!c) return lt_push_fail(L, "closed");
   ty_actor *a = lt_net_actor(L, "tcp write");
-  if (c->writer) return lt_net_fail(L, "busy");
+  if (c->writer) return lt_push_fail(L, "busy");
   c->woff = c->wlen = c->wdirect = 0;
   /* Before write_data: a cancelled send may still read the buffer. */
   if (c->werr) return write_fail(L, c, lt_net_errtok(c->werr));
@@ -504,7 +504,7 @@ static int64_t opt_setting(lua_State *L, int idx, int64_t cur) {
  * negative number means no timeout. */
 static int l_settimeouts(lua_State *L) {
   lt_conn *c = check_conn(L);
-  if (!c) return lt_net_fail(L, "closed");
+  if (!c) return lt_push_fail(L, "closed");
   c->t_connect = opt_setting(L, 2, c->t_connect);
   c->t_send = opt_setting(L, 3, c->t_send);
   c->t_read = opt_setting(L, 4, c->t_read);
@@ -514,12 +514,12 @@ static int l_settimeouts(lua_State *L) {
 
 static int sock_name(lua_State *L, bool peer) {
   lt_conn *c = check_conn(L);
-  if (!c) return lt_net_fail(L, "closed");
+  if (!c) return lt_push_fail(L, "closed");
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
   int r = peer ? getpeername(c->fd, (struct sockaddr *)&ss, &len)
                : getsockname(c->fd, (struct sockaddr *)&ss, &len);
-  if (r) return lt_net_fail(L, lt_net_errtok(errno));
+  if (r) return lt_push_fail(L, lt_net_errtok(errno));
   return lt_net_push_addr(L, &ss);
 }
 
@@ -549,7 +549,7 @@ static int l_conn_tostring(lua_State *L) {
  * peer sees the end while we still read; "receive" or "both" likewise. */
 static int l_shutdown(lua_State *L) {
   lt_conn *c = check_conn(L);
-  if (!c) return lt_net_fail(L, "closed");
+  if (!c) return lt_push_fail(L, "closed");
   const char *how = luaL_optstring(L, 2, "send");
   int h = strcmp(how, "send") == 0      ? SHUT_WR
           : strcmp(how, "receive") == 0 ? SHUT_RD
@@ -560,7 +560,7 @@ static int l_shutdown(lua_State *L) {
                       "tcp shutdown: how must be \"send\", \"receive\" "
                       "or \"both\", not '%s'",
                       how);
-  if (shutdown(c->fd, h) != 0) return lt_net_fail(L, lt_net_errtok(errno));
+  if (shutdown(c->fd, h) != 0) return lt_push_fail(L, lt_net_errtok(errno));
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -241,10 +241,10 @@ int lt_tcp_listen(lua_State *L) {
   const char *host = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
   struct sockaddr_storage ss;
   socklen_t len;
-  if (lt_net_addr(host, port, &ss, &len)) return lt_net_fail(L, "badhost");
+  if (lt_net_addr(host, port, &ss, &len)) return lt_push_fail(L, "badhost");
   lua_pop(L, 1);
   int fd = listen_socket(&ss, len, backlog);
-  if (fd < 0) return lt_net_fail(L, lt_net_errtok(fd));
+  if (fd < 0) return lt_push_fail(L, lt_net_errtok(fd));
   unsigned n = ty_runtime_workers(lt_g.rt);
   lt_listener *l = ty__xcalloc(1, sizeof *l + n * sizeof(lt_lslot));
   atomic_init(&l->refs, 2); /* the userdata, the owner */
@@ -291,9 +291,9 @@ static int push_take(lua_State *L, int r, int fd, int err, ty_actor *a) {
     lt_net_nodelay(fd);
     lt_conn_push(L, lt_conn_new(fd, a->user));
     return 1;
-  case TAKE_CLOSED: return lt_net_fail(L, "closed");
-  case TAKE_ERR: return lt_net_fail(L, lt_net_errtok(err));
-  default: return lt_net_fail(L, "timeout");
+  case TAKE_CLOSED: return lt_push_fail(L, "closed");
+  case TAKE_ERR: return lt_push_fail(L, lt_net_errtok(err));
+  default: return lt_push_fail(L, "timeout");
   }
 }
 
@@ -356,7 +356,7 @@ static int l_accept(lua_State *L) {
   int64_t tmo = lt_net_timeout(L, 2, -1, "tcp accept");
   ty_actor *a = lt_net_actor(L, "tcp accept");
   lt_listener *l = u->l;
-  if (!l) return lt_net_fail(L, "closed");
+  if (!l) return lt_push_fail(L, "closed");
   unsigned me = ty_worker_id(ty_worker_current());
   int fd = -1, err = 0;
   lt_waiter *w = NULL;
@@ -398,7 +398,7 @@ static int l_lst_close(lua_State *L) {
 
 static int l_lst_getsockname(lua_State *L) {
   lst_ud *u = check_lst_ud(L);
-  if (!u->l) return lt_net_fail(L, "closed");
+  if (!u->l) return lt_push_fail(L, "closed");
   return lt_net_push_addr(L, &u->l->addr);
 }
 

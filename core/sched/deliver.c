@@ -62,7 +62,8 @@ static void mark_dirty(ty_worker *w, unsigned to) {
   if (ty__mesh_staged(&w->rt->mesh, w->id, to) >= PUBLISH_BATCH) {
     ty__mesh_publish(&w->rt->mesh, w->id, to);
     /* seq_cst fence: our tail store must be ordered before the load of the
-     * peer's park state (a store then a load; see the design brief). */
+     * peer's park state (a store then a load; docs/architecture.md,
+     * "Parking"). */
     atomic_thread_fence(memory_order_seq_cst);
     ty__worker_unpark(&w->rt->workers[to]);
   }

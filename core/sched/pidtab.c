@@ -12,13 +12,7 @@ void ty__pidtab_init(ty__pidtab *t) {
 
 void ty__pidtab_give(ty__pidtab *t, const uint32_t *slots, size_t n) {
   pthread_mutex_lock(&t->free_lock);
-  if (t->ngfree + n > t->capgfree) {
-    size_t cap = t->capgfree ? t->capgfree : 1024;
-    while (cap < t->ngfree + n) cap *= 2;
-    t->gfree = realloc(t->gfree, cap * sizeof *t->gfree);
-    if (!t->gfree) ty__die("out of memory");
-    t->capgfree = cap;
-  }
+  ty__grow(&t->gfree, &t->capgfree, t->ngfree + n, sizeof *t->gfree, 1024);
   memcpy(t->gfree + t->ngfree, slots, n * sizeof *slots);
   t->ngfree += n;
   pthread_mutex_unlock(&t->free_lock);

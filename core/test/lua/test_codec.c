@@ -1,11 +1,7 @@
 /*
- * test_codec.c - tests of the message codec (core/codec.c). Standalone, with
- * its own main (the codec needs LuaJIT, which the core's tests do not link):
- *
- *   cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g \
- *     -fsanitize=address,undefined -I/usr/include/luajit-2.1 -Icore \
- *     core/codec.c core/test/lua/test_codec.c -lluajit-5.1 -lm \
- *     -o build/test-codec
+ * test_codec.c - tests of the message codec (core/lua/codec.c), built by
+ * make as build/tycho-lua-tests (it links LuaJIT; the core's tests do not)
+ * and run by make test, make asan and make tsan.
  *
  * Prints "N passed, N failed", then the speed of encode+decode and copy (not
  * asserted; TY_CODEC_NOBENCH=1 skips it), and exits non-zero on failure.
