@@ -18,7 +18,10 @@
 #   TIMEOUT=90          seconds per benchmark process
 #   WORKERS=2           worker threads (tycho --workers, cbench WORKERS)
 #   PEERS=1             also run the tokio and erlang suites in the same sitting
-#   PEER_NAMES="tokio erlang"   which peer suites PEERS=1 runs
+#   PEER_NAMES="tokio erlang"   which peer suites PEERS=1 runs; "openresty"
+#                       (nginx + lua-nginx-module from Debian .debs, unpacked
+#                       under build/debs) is bench/openresty/run.sh in this
+#                       tree and runs http and http_json only
 #   PEER_VARIANTS="spawn_msg pingpong_oneshot"  peer variants added when BENCH
 #                       is empty (the ones shaped like tycho's Lua workloads)
 #   SHARED=../shared    where peers/<name>/run.sh live (default: the shared/
@@ -229,6 +232,12 @@ find_shared() {
 
 run_peer() {
     local peer=$1 only_arg=${2:-} shared src dst only
+    if [ "$peer" = openresty ]; then
+        # Our own peer (bench/openresty), run in place: only the http rows.
+        want http || return
+        ONLY="http http_json" RUNS="$RUNS" TIMEOUT="$TIMEOUT" WRK_DURATION="$WRK_DURATION" "$ROOT/bench/openresty/run.sh" 2>&1 | tee -a "$SUMMARY"
+        return
+    fi
     shared=$(find_shared)
     src=$shared/peers/$peer
     if [ -z "$shared" ] || [ ! -x "$src/run.sh" ]; then
