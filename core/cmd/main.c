@@ -17,6 +17,7 @@
 #include <luajit.h>
 #include <lualib.h>
 
+#include "base/log.h"
 #include "io/io.h"
 #include "lua/lrun.h"
 #include "module.h"
@@ -42,6 +43,10 @@ static void usage(FILE *f) {
           "TYCHO_WORKERS)\n"
           "  --io KIND       I/O backend: uring or epoll (default: uring when "
           "available, or TYCHO_IO)\n"
+          "  --log-level L   debug, info, warn, error or off (default: info, "
+          "or TYCHO_LOG)\n"
+          "  --log-format F  text or json (default: text, or "
+          "TYCHO_LOG_FORMAT)\n"
           "  --version       print the version and exit\n"
           "  --help          print this help and exit\n");
 }
@@ -112,8 +117,28 @@ static int parse_io(const char *s) {
   return kind;
 }
 
+static int parse_level(const char *s) {
+  int lv = ty__log_level_parse(s);
+  if (lv < 0) {
+    fprintf(stderr,
+            "tycho: --log-level wants debug, info, warn, error or "
+            "off, not '%s'\n",
+            s);
+    exit(2);
+  }
+  return lv;
+}
+
+static int parse_format(const char *s) {
+  if (strcmp(s, "text") && strcmp(s, "json")) {
+    fprintf(stderr, "tycho: --log-format wants text or json, not '%s'\n", s);
+    exit(2);
+  }
+  return strcmp(s, "json") == 0;
+}
+
 int main(int argc, char **argv) {
-  int i = 1;
+  int i = 1, log_level = -1, log_json = -1;
   for (; i < argc && argv[i][0] == '-'; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--version")) {
@@ -130,6 +155,14 @@ int main(int argc, char **argv) {
       lt_g.io = parse_io(argv[++i]);
     } else if (!strncmp(a, "--io=", 5)) {
       lt_g.io = parse_io(a + 5);
+    } else if (!strcmp(a, "--log-level") && i + 1 < argc) {
+      log_level = parse_level(argv[++i]);
+    } else if (!strncmp(a, "--log-level=", 12)) {
+      log_level = parse_level(a + 12);
+    } else if (!strcmp(a, "--log-format") && i + 1 < argc) {
+      log_json = parse_format(argv[++i]);
+    } else if (!strncmp(a, "--log-format=", 13)) {
+      log_json = parse_format(a + 13);
     } else if (!strcmp(a, "--")) {
       i++;
       break;
@@ -163,6 +196,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
     return 1;
   }
+  if (log_level >= 0 || log_json >= 0) /* over TYCHO_LOG, read at require */
+    ty__log_set(log_level >= 0 ? log_level : ty__log_level(),
+                log_json >= 0 ? log_json : ty__log_json());
   lua_getfield(L, -1, "_run_file");
   for (int k = i; k < argc; k++) lua_pushstring(L, argv[k]);
   int status = 0;
@@ -175,5 +211,6 @@ int main(int argc, char **argv) {
     }
   }
   lua_close(L);
+  ty__log_flush(2000);
   return status;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "lactor.h"
 #include "lnames.h"
 #include "lrun.h"
@@ -68,10 +69,13 @@ static void report_error(ty_actor *a, lua_State *co, const char **msg,
   lt_actor *la = a->user;
   /* The main actor's error goes to the caller of tycho.run instead. */
   if (la->is_main) return;
-  if (la->parent)
-    fprintf(stderr, "tycho: actor %.0f (fork %.0f) failed: %s\n",
-            (double)la->parent, (double)a->pid, *msg);
-  else fprintf(stderr, "tycho: actor %.0f failed: %s\n", (double)a->pid, *msg);
+  if (!ty__log_enabled(TY_LOG_ERROR)) return;
+  ty__logev e;
+  ty__log_begin(&e, TY_LOG_ERROR, (int)ty_worker_id(ty_worker_current()) + 1,
+                la->parent ? la->parent : a->pid, "crash", 5);
+  if (la->parent) ty__log_num(&e, "fork", (double)a->pid);
+  ty__log_str(&e, "reason", *msg, *len);
+  ty__log_end(&e);
 }
 
 /* The coroutine returned: main actors hand their results to tycho.run (the

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "io/io.h"
 #include "lapi.h"
 #include "lfn.h"
@@ -55,11 +56,23 @@ static int l_config(lua_State *L) {
         return luaL_error(L, "tycho.config: io must be \"uring\", \"epoll\" or "
                              "\"auto\"");
       lt_g.io = io;
+    } else if (strcmp(k, "log_level") == 0) {
+      int lv = ty__log_level_parse(luaL_checkstring(L, -1));
+      if (lv < 0)
+        return luaL_error(L, "tycho.config: log_level must be \"debug\", "
+                             "\"info\", \"warn\", \"error\" or \"off\"");
+      ty__log_set(lv, ty__log_json());
+    } else if (strcmp(k, "log_format") == 0) {
+      const char *f = luaL_checkstring(L, -1);
+      if (strcmp(f, "text") && strcmp(f, "json"))
+        return luaL_error(L, "tycho.config: log_format must be \"text\" or "
+                             "\"json\"");
+      ty__log_set(ty__log_level(), strcmp(f, "json") == 0);
     } else if (!lt_pool_config_field(L, k, -1)) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
-                        "io, call_timeout, max_message, pool_max, pool_queue, "
-                        "pool_idle)",
+                        "io, call_timeout, max_message, log_level, "
+                        "log_format, pool_max, pool_queue, pool_idle)",
                         k);
     }
     lua_pop(L, 1);
@@ -187,6 +200,7 @@ static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
   lt_fn_clear();
   lt_graves_close();
   lt_names_clear();
+  ty__log_flush(2000); /* what the run logged is out before run returns */
   bool ok = g_main.ok;
   char *data = g_main.data;
   size_t len = g_main.len;
@@ -286,4 +300,17 @@ static const luaL_Reg funcs[] = {{"config", l_config},
                                  {"_worker", l_worker},
                                  {NULL, NULL}};
 
-void lt_open_run(lua_State *L) { luaL_register(L, NULL, funcs); }
+/* TYCHO_LOG and TYCHO_LOG_FORMAT, read once per process (config{} and the
+ * launcher's flags come later and win). */
+static void log_from_env(void) {
+  int lv = ty__log_level_parse(getenv("TYCHO_LOG"));
+  const char *f = getenv("TYCHO_LOG_FORMAT");
+  bool json = f ? strcmp(f, "json") == 0 : ty__log_json();
+  ty__log_set(lv >= 0 ? lv : ty__log_level(), json);
+}
+
+void lt_open_run(lua_State *L) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, log_from_env);
+  luaL_register(L, NULL, funcs);
+}
