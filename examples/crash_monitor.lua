@@ -33,7 +33,9 @@ end
 local function wait_down(pid)
   while true do
     local tag, who, reason = tycho.recv(5)
-    if tag == nil then error("crash_monitor: no DOWN for " .. pid .. " (" .. tostring(who) .. ")") end
+    if tag == nil then
+      error("crash_monitor: no DOWN for " .. pid .. " (" .. tostring(who) .. ")")
+    end
     if tag == "DOWN" and who == pid then return reason end
     print("crash_monitor: ignoring " .. tostring(tag))
   end

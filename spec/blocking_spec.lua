@@ -23,7 +23,7 @@ local function run_with(pool, f, ...)
   tycho.pool_config(pool or {})
   local r = { tycho.run(f, ...) }
   tycho.pool_config(DEFAULTS)
-  return (table.unpack or unpack)(r)
+  return (table.unpack or unpack)(r) -- luacheck: ignore 143
 end
 
 describe("tycho.blocking", function()
@@ -73,8 +73,8 @@ describe("tycho.blocking", function()
       local ok2, e2 = pcall(tycho.blocking, 42)
       local ok3, e3 = pcall(tycho.blocking, print)
       local ok4, e4 = pcall(tycho.blocking, function(x) return x end, function() end)
-      return { now = type(now), f10 = f10, ok1 = ok1, e1 = e1, ok2 = ok2, e2 = e2, ok3 = ok3, e3 = e3,
-        ok4 = ok4, e4 = e4 }
+      return { now = type(now), f10 = f10, ok1 = ok1, e1 = e1, ok2 = ok2, e2 = e2,
+        ok3 = ok3, e3 = e3, ok4 = ok4, e4 = e4 }
     end)
     assert.equal("number", r.now)
     assert.equal(3628800, r.f10)
@@ -114,10 +114,14 @@ describe("tycho.blocking", function()
   it("runs f in a Lua state of the pool thread, kept between jobs", function()
     local r = run_with({ max = 1 }, function()
       local tycho = require "tycho"
+      -- COUNTER is a global on purpose: one per Lua state (worker, pool thread).
+      -- luacheck: globals COUNTER
       local function bump() COUNTER = (COUNTER or 0) + 1; return COUNTER end
       COUNTER = 100 -- the worker's state: the pool thread does not see it
       local a, b = tycho.blocking(bump), tycho.blocking(bump)
-      local in_actor = { tycho.blocking(function() local tycho = require "tycho"; return tycho.recv(0) end) }
+      local in_actor = { tycho.blocking(function()
+        local tycho = require "tycho"; return tycho.recv(0)
+      end) }
       local nested = { tycho.blocking(function()
         local tycho = require "tycho"
         return pcall(tycho.blocking, function() end)
@@ -179,7 +183,7 @@ describe("tycho.blocking", function()
       local tycho = require "tycho"
       local me = tycho.self()
       local peak, t0 = 0, tycho.now()
-      for i = 1, n do
+      for _ = 1, n do
         tycho.spawn(function(parent)
           local tycho = require "tycho"
           tycho.blocking(function()
@@ -233,7 +237,7 @@ describe("tycho.blocking", function()
         return "slept"
       end
       local t0 = tycho.now()
-      for i = 1, 3 do
+      for _ = 1, 3 do
         tycho.fork(function()
           local v, err = tycho.blocking(nap, 0.3)
           tycho.send(me, v or err, tycho.now() - t0)
@@ -290,10 +294,10 @@ describe("tycho.blocking", function()
         pcall(ffi.cdef, "int usleep(unsigned int usec);")
         ffi.C.usleep(s * 1e6)
       end
-      for i = 1, 4 do
+      for _ = 1, 4 do
         tycho.fork(function() tycho.blocking(nap, 0.05); tycho.send(me, "ok") end)
       end
-      for i = 1, 4 do assert(tycho.recv(5) == "ok") end
+      for _ = 1, 4 do assert(tycho.recv(5) == "ok") end
       local busy = tycho.pool_stats()
       tycho.sleep(0.1)
       local young = tycho.pool_stats() -- idle, not retired yet
@@ -342,7 +346,7 @@ describe("tycho.blocking", function()
   it("ends a run after the running jobs; queued jobs are dropped", function()
     local main_end = run_with({ max = 1, queue = 10 }, function()
       local tycho = require "tycho"
-      for i = 1, 5 do
+      for _ = 1, 5 do
         tycho.spawn(function()
           local tycho = require "tycho"
           tycho.blocking(function()

@@ -22,7 +22,8 @@ describe("tycho.call", function()
           end
         end)
         local function pack(...) return { n = select("#", ...), ... } end
-        return pack(tycho.call(srv, "add", 2, 3)), pack(tycho.call(srv, "echo", { x = { 1 } }, "s")),
+        return pack(tycho.call(srv, "add", 2, 3)),
+          pack(tycho.call(srv, "echo", { x = { 1 } }, "s")),
           pack(tycho.call(srv, "none"))
       end, other) }
       assert.same({ n = 3, 5, nil, "sum" }, r[1])
@@ -234,7 +235,7 @@ describe("tycho.reply", function()
       local e1 = select(2, pcall(tycho.reply, 1))
       local srv = tycho.spawn(function(parent)
         tycho.recv()
-        local ok, e = pcall(tycho.reply, print)
+        local _, e = pcall(tycho.reply, print)
         tycho.send(parent, e)
         tycho.reply("fine after all")
       end, tycho.self())
@@ -288,6 +289,7 @@ describe("tycho.response", function()
     local r, err = tycho.run(function()
       local srv = tycho.spawn(function()
         tycho.recv()
+        -- luacheck: globals ANSWER_KEPT
         ANSWER_KEPT = tycho.response() -- kept, never called
       end)
       return tycho.call(srv)
@@ -300,12 +302,13 @@ describe("tycho.response", function()
     tycho.config{ workers = 1 }
     local e1, e2 = tycho.run(function()
       local e1 = select(2, pcall(tycho.response))
+      -- luacheck: globals SHARED_ANSWER
       local srv = tycho.spawn(function()
         tycho.recv()
         SHARED_ANSWER = tycho.response() -- a global of this worker's state
         tycho.sleep(10)
       end)
-      tycho.spawn(function(parent, srv)
+      tycho.spawn(function(_parent, srv)
         tycho.call_timeout(0.5, srv)
       end, tycho.self(), srv)
       tycho.sleep(0.05)

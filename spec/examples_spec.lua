@@ -9,8 +9,8 @@ local function run(workers, example, ...)
   local root = repo_root()
   local args = { ... }
   for i, a in ipairs(args) do args[i] = q(a) end
-  local cmd = ("cd %s && timeout 120 build/bin/tycho --workers %d examples/%s %s 2>&1; echo \"__rc=$?\"")
-    :format(q(root), workers, example, table.concat(args, " "))
+  local cmd = ("cd %s && timeout 120 build/bin/tycho --workers %d examples/%s %s 2>&1;"
+    .. " echo \"__rc=$?\""):format(q(root), workers, example, table.concat(args, " "))
   local p = io.popen(cmd)
   local out = p:read("*a")
   p:close()
@@ -23,7 +23,8 @@ describe("examples", function()
       it("ping_pong.lua exchanges N messages and prints the rate", function()
         local rc, out = run(workers, "ping_pong.lua", "2000")
         assert.are.equal(0, rc, out)
-        assert.matches("ping_pong: 2000 round trips in [%d.]+ s: %d+ round trips/s, %d+ messages/s", out)
+        assert.matches(
+          "ping_pong: 2000 round trips in [%d.]+ s: %d+ round trips/s, %d+ messages/s", out)
       end)
 
       it("pool.lua spreads the jobs over K workers and sums the results", function()

@@ -96,7 +96,7 @@ describe("tycho.fork", function()
   it("forks end with their actor", function()
     local before, after = tycho.run(function()
       local observer = tycho.spawn(function(parent)
-        local n, stop = 0, false
+        local n = 0
         while true do
           local what = tycho.recv()
           if what == "tick" then n = n + 1 else tycho.send(parent, n) end

@@ -26,8 +26,11 @@ for _, io in ipairs{ "uring", "epoll" } do
     teardown(function() tycho.config{ io = "auto" } end)
 
     describe("requests", function()
-      it("answers GET with the body, Content-Length, Date, Server and a default Content-Type", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function() return { body = "hello" } end }
+      it("answers GET with the body, Content-Length, Date, Server and a default "
+        .. "Content-Type", function()
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function() return { body = "hello" } end }
           return require("support.http_client").get(port, "/")
         end)
         assert.equal(200, r.status)
@@ -41,7 +44,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("gives the handler method, path, query, version, headers and body", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           local json = require "tycho.json"
           return { body = json.encode{
             method = req.method, path = req.path, query = req.query or json.null,
@@ -84,13 +88,15 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("joins a chunked body, chunk extensions and trailers aside", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           return { body = req.body .. "|" .. tostring(req.headers["content-length"]) }
         end }
           local C = require "support.http_client"
           local c = C.connect(port)
           -- In pieces, the way a streaming client sends it.
-          assert(c:write("POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"))
+          assert(c:write("POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .. "5\r\nhel"))
           require("tycho").sleep(0.02)
           assert(c:write("lo\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"))
           return assert(C.read_response(c))
@@ -100,8 +106,10 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("parses a request that arrives one byte at a time", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
-          return { body = req.method .. " " .. req.path .. " " .. req.headers["x-a"] .. " " .. req.body }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
+          return { body = req.method .. " " .. req.path .. " " .. req.headers["x-a"]
+            .. " " .. req.body }
         end }
           local C = require "support.http_client"
           local c = C.connect(port)
@@ -116,28 +124,34 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers 100 Continue to Expect: 100-continue before the body", function()
-        local first, r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req) return { body = "got " .. req.body } end }
-            local C = require "support.http_client"
-            local c = C.connect(port)
-            assert(c:write("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"))
-            local line = assert(c:read("*l", 5))
-            assert(assert(c:read("*l", 5)) == "")
-            assert(c:write("abc"))
-            return line, assert(C.read_response(c))
-          end)
+        local first, r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function(req) return { body = "got " .. req.body } end }
+          local C = require "support.http_client"
+          local c = C.connect(port)
+          assert(c:write("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            .. "Content-Length: 3\r\n\r\n"))
+          local line = assert(c:read("*l", 5))
+          assert(assert(c:read("*l", 5)) == "")
+          assert(c:write("abc"))
+          return line, assert(C.read_response(c))
+        end)
         assert.equal("HTTP/1.1 100 Continue", first)
         assert.equal("got abc", r.body)
       end)
 
       it("treats an Upgrade request as plain HTTP and goes on; CONNECT closes", function()
-        local a, b, closed = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req) return { body = req.method .. req.path } end }
-            local C = require "support.http_client"
-            local rs, c = C.exchange(port, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n"
-              .. "Upgrade: websocket\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n", 2)
-            c:close()
-            local rc, c2 = C.exchange(port, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-            return rs[1].body .. "," .. rs[2].body, rc[1].body, (C.wait_close(c2))
-          end)
+        local a, b, closed = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function(req) return { body = req.method .. req.path } end }
+          local C = require "support.http_client"
+          local rs, c = C.exchange(port, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n"
+            .. "Upgrade: websocket\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+          c:close()
+          local rc, c2 = C.exchange(port,
+            "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+          return rs[1].body .. "," .. rs[2].body, rc[1].body, (C.wait_close(c2))
+        end)
         assert.equal("GET/ws,GET/next", a)
         assert.equal("CONNECTexample.com:443", b)
         assert.equal("closed", closed)
@@ -146,7 +160,8 @@ for _, io in ipairs{ "uring", "epoll" } do
 
     describe("responses", function()
       it("takes {status=, headers=, body=}, status + body, a body string", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/table" then
             return { status = 201, headers = { ["X-One"] = "1", ["X-Num"] = 42 }, body = "made" }
           elseif req.path == "/pair" then
@@ -175,10 +190,11 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("writes repeated headers from an array, and user Content-Type, Server and Date", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function()
-          return { headers = { ["Set-Cookie"] = { "a=1", "b=2" }, ["Content-Type"] = "application/json",
-            Server = "mine", Date = "yesterday", ["Content-Length"] = "999",
-            ["Transfer-Encoding"] = "chunked" }, body = "{}" }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function()
+          return { headers = { ["Set-Cookie"] = { "a=1", "b=2" },
+            ["Content-Type"] = "application/json", Server = "mine", Date = "yesterday",
+            ["Content-Length"] = "999", ["Transfer-Encoding"] = "chunked" }, body = "{}" }
         end }
           return require("support.http_client").get(port, "/")
         end)
@@ -192,7 +208,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("sends no body to HEAD but its Content-Length, and none with 204 and 304", function()
-        local h, n, m, after = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local h, n, m, after = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/204" then return 204, "ignored" end
           if req.path == "/304" then return 304 end
           return { body = "twelve bytes" }
@@ -218,7 +235,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("closes after a response whose handler says Connection: close", function()
-        local r, closed = serve(function() local port, srv = require("support.http_client").serve{ handler = function()
+        local r, closed = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function()
           return { headers = { Connection = "close" }, body = "bye" }
         end }
           local C = require "support.http_client"
@@ -231,18 +249,26 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("leaves out Server with server=false, and uses default_type", function()
-        local a, b = serve(function() local port, srv = require("support.http_client").serve{ server = false, default_type = "text/html", handler = function() return "<p>" end }
-            return require("support.http_client").get(port, "/")
-          end)
+        local a = serve(function()
+          local port, _ = require("support.http_client").serve{
+            server = false, default_type = "text/html", handler = function() return "<p>" end }
+          return require("support.http_client").get(port, "/")
+        end)
         assert.is_nil(a.headers.server)
         assert.equal("text/html", a.headers["content-type"])
-        local r = serve(function() local port, srv = require("support.http_client").serve{ server = "srv/2", default_type = false, handler = function() return "x" end } return require("support.http_client").get(port, "/") end)
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            server = "srv/2", default_type = false, handler = function() return "x" end }
+          return require("support.http_client").get(port, "/")
+        end)
         assert.equal("srv/2", r.headers.server)
         assert.is_nil(r.headers["content-type"])
       end)
 
-      it("answers 500 and logs when the handler returns something that is not a response", function()
-        local stderr, r = H.capture_stderr(serve, function() local port, srv = require("support.http_client").serve{ handler = function(req)
+      it("answers 500 and logs when the handler returns something that is not a "
+        .. "response", function()
+        local stderr, r = H.capture_stderr(serve, function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/nil" then return nil end
           if req.path == "/fn" then return print end
           if req.path == "/status" then return { status = 99 } end
@@ -256,7 +282,8 @@ for _, io in ipairs{ "uring", "epoll" } do
           local C = require "support.http_client"
           local c = C.connect(port)
           local out = {}
-          for _, p in ipairs{ "/nil", "/fn", "/status", "/float", "/crlf", "/name", "/hvalue", "/body", "/ok" } do
+          for _, p in ipairs{ "/nil", "/fn", "/status", "/float", "/crlf", "/name", "/hvalue",
+                              "/body", "/ok" } do
             assert(c:write(C.format("GET", p)))
             local r = assert(C.read_response(c))
             out[#out + 1] = r.status .. " " .. r.body:gsub("\n", "")
@@ -269,8 +296,10 @@ for _, io in ipairs{ "uring", "epoll" } do
           "500 Internal Server Error", "500 Internal Server Error", "500 Internal Server Error",
           "200 fine" }, r)
         assert.matches("tycho.http: GET /nil: the handler returned nothing", stderr, 1, true)
-        assert.matches("tycho.http: GET /fn: the handler returned a value that is not a response", stderr, 1, true)
-        assert.matches("tycho.http: GET /status: status must be an integer from 200 to 599", stderr, 1, true)
+        assert.matches("tycho.http: GET /fn: the handler returned a value that is not a response",
+          stderr, 1, true)
+        assert.matches("tycho.http: GET /status: status must be an integer from 200 to 599",
+          stderr, 1, true)
         assert.matches("tycho.http: GET /float: status must be an integer", stderr, 1, true)
         assert.matches("tycho.http: GET /crlf: CR, LF or NUL in a header value", stderr, 1, true)
         assert.matches("tycho.http: GET /name: bad character in a header name", stderr, 1, true)
@@ -281,7 +310,9 @@ for _, io in ipairs{ "uring", "epoll" } do
 
     describe("connections", function()
       it("keeps a connection alive for many requests", function()
-        local n = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req) return req.path end }
+        local n = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function(req) return req.path end }
           local C = require "support.http_client"
           local c = C.connect(port)
           for i = 1, 50 do
@@ -295,7 +326,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("closes HTTP/1.0 unless keep-alive, and on Connection: close", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function() return "x" end }
           local C = require "support.http_client"
           local out = {}
           local rs, c = C.exchange(port, "GET / HTTP/1.0\r\n\r\n")
@@ -313,7 +346,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers pipelined requests in order, in one write", function()
-        local first, order = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local first, order = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/slow" then require("tycho").sleep(0.05) end
           return req.method .. " " .. req.path .. " " .. req.body
         end }
@@ -336,7 +370,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("serves other connections while a handler blocks", function()
-        local fast_took = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local fast_took = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/slow" then require("tycho").sleep(0.5) end
           return "done"
         end }
@@ -355,7 +390,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("lets handlers call other actors", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function(_req)
           local tycho = require "tycho"
           return "sum=" .. tostring(tycho.call("http_spec_adder", 20, 22))
         end }
@@ -374,7 +410,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("spreads connections over the workers", function()
-        local seen = serve(function() local port, srv = require("support.http_client").serve{ handler = function()
+        local seen = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = function()
           return tostring(require("tycho.core")._worker())
         end }
           local C = require "support.http_client"
@@ -387,11 +424,13 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("counts open connections and refuses past max_connections with 503", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ max_connections = 2, handler = function() return "ok" end }
+        local r = serve(function()
+          local port, srv = require("support.http_client").serve{
+            max_connections = 2, handler = function() return "ok" end }
           local tycho = require "tycho"
           local C = require "support.http_client"
-          local a, ca = C.exchange(port, C.format("GET", "/"))
-          local b, cb = C.exchange(port, C.format("GET", "/"))
+          local _, ca = C.exchange(port, C.format("GET", "/"))
+          local _, cb = C.exchange(port, C.format("GET", "/"))
           local open = srv:connections()
           local third, cc = C.exchange(port, C.format("GET", "/"))
           local third_closed = C.wait_close(cc)
@@ -407,7 +446,8 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("closes and restarts the acceptor of a handler that calls tycho.exit", function()
-        local stderr, r = H.capture_stderr(serve, function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local stderr, r = H.capture_stderr(serve, function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/exit" then require("tycho").exit("leaving") end
           return "still here"
         end }
@@ -428,7 +468,8 @@ for _, io in ipairs{ "uring", "epoll" } do
 
     describe("handler errors", function()
       it("answer 500, log the traceback, and the connection goes on", function()
-        local stderr, r = H.capture_stderr(serve, function() local port, srv = require("support.http_client").serve{ handler = function(req)
+        local stderr, r = H.capture_stderr(serve, function()
+          local port, _ = require("support.http_client").serve{ handler = function(req)
           if req.path == "/boom" then error("kaboom") end
           return "fine"
         end }
@@ -449,7 +490,9 @@ for _, io in ipairs{ "uring", "epoll" } do
 
     describe("limits", function()
       it("answers 400 to malformed requests and closes", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function() return "x" end }
           local C = require "support.http_client"
           local out = {}
           for i, raw in ipairs{
@@ -469,7 +512,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers 505 to HTTP versions other than 1.x", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function() return "x" end }
           local C = require "support.http_client"
           local rs, c = C.exchange(port, "GET / HTTP/2.0\r\n\r\n")
           return rs[1].status .. " " .. C.wait_close(c)
@@ -478,7 +523,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers 431 past max_header_size, even when the head comes slowly", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ max_header_size = 1024, handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            max_header_size = 1024, handler = function() return "x" end }
           local tycho = require "tycho"
           local C = require "support.http_client"
           local out = {}
@@ -502,7 +549,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers 431 past max_headers", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ max_headers = 5, handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            max_headers = 5, handler = function() return "x" end }
           local C = require "support.http_client"
           local hs = {}
           for i = 1, 4 do hs["X-" .. i] = "v" end
@@ -515,16 +564,21 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("refuses a head of 32 KiB by default", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function() return "x" end }
           local C = require "support.http_client"
-          local rs, c = C.exchange(port, C.format("GET", "/", { ["X-Fill"] = ("a"):rep(33 * 1024) }))
+          local rs, _ = C.exchange(port,
+            C.format("GET", "/", { ["X-Fill"] = ("a"):rep(33 * 1024) }))
           return rs[1].status
         end)
         assert.equal(431, r)
       end)
 
       it("answers 413 past max_body_size, before the body when Content-Length says so", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ max_body_size = 10, handler = function(req) return req.body end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            max_body_size = 10, handler = function(req) return req.body end }
           local C = require "support.http_client"
           local out = {}
           out[1] = C.request(port, "POST", "/", nil, "0123456789").body
@@ -535,15 +589,19 @@ for _, io in ipairs{ "uring", "epoll" } do
             .. "6\r\n012345\r\n6\r\n678901\r\n0\r\n\r\n")
           out[3] = rs[1].status .. " " .. C.wait_close(c)
           -- Expect: 100-continue over the limit gets the 413 instead.
-          rs, c = C.exchange(port, "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 50\r\n\r\n")
-          out[4] = rs[1].status
+          local last, _ = C.exchange(port,
+            "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 50\r\n\r\n")
+          out[4] = last[1].status
           return out
         end)
         assert.same({ "0123456789", "413 closed", "413 closed", 413 }, r)
       end)
 
-      it("drains what the client still sends after a 413, so the response is not lost to a reset", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ max_body_size = 10, handler = function() return "x" end }
+      it("drains what the client still sends after a 413, so the response is not lost "
+        .. "to a reset", function()
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            max_body_size = 10, handler = function() return "x" end }
           local C = require "support.http_client"
           local c = C.connect(port)
           local body = ("z"):rep(512 * 1024)
@@ -557,7 +615,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("takes 1 MiB bodies by default and refuses more", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = function(req) return tostring(#req.body) end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            handler = function(req) return tostring(#req.body) end }
           local C = require "support.http_client"
           local ok = C.request(port, "POST", "/", nil, ("x"):rep(1024 * 1024)).body
           local rs = C.exchange(port, "POST / HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n")
@@ -567,7 +627,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers 408 to a client that drips its head past header_timeout", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ header_timeout = 0.3, handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            header_timeout = 0.3, handler = function() return "x" end }
           local tycho = require "tycho"
           local C = require "support.http_client"
           local c = C.connect(port)
@@ -591,7 +653,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("answers 408 to a body slower than body_timeout", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ body_timeout = 0.3, handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            body_timeout = 0.3, handler = function() return "x" end }
           local tycho = require "tycho"
           local C = require "support.http_client"
           local c = C.connect(port)
@@ -611,7 +675,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       end)
 
       it("closes a keep-alive connection idle past idle_timeout, silently", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ idle_timeout = 0.2, handler = function() return "x" end }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{
+            idle_timeout = 0.2, handler = function() return "x" end }
           local tycho = require "tycho"
           local C = require "support.http_client"
           local rs, c = C.exchange(port, C.format("GET", "/"))
@@ -625,11 +691,13 @@ for _, io in ipairs{ "uring", "epoll" } do
         assert.same({ 200, "closed", "", true, "closed" }, r)
       end)
 
-      it("gives up on a client that does not read past send_timeout, and goes on serving", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ send_timeout = 0.3, handler = function(req)
+      it("gives up on a client that does not read past send_timeout, and goes on "
+        .. "serving", function()
+        local r = serve(function()
+          local port, srv = require("support.http_client").serve{ handler = function(req)
           if req.path == "/big" then return ("x"):rep(64 * 1024 * 1024) end
           return "small"
-        end }
+        end, send_timeout = 0.3 }
           local tycho = require "tycho"
           local C = require "support.http_client"
           local c = C.connect(port)
@@ -649,7 +717,8 @@ for _, io in ipairs{ "uring", "epoll" } do
 
     describe("servers", function()
       it("serves a handler given as a module name", function()
-        local r = serve(function() local port, srv = require("support.http_client").serve{ handler = "fixtures.http_handler" }
+        local r = serve(function()
+          local port, _ = require("support.http_client").serve{ handler = "fixtures.http_handler" }
           return require("support.http_client").get(port, "/mod?x=1").body
         end)
         assert.equal("module handler: GET /mod x=1", r)
@@ -669,9 +738,9 @@ for _, io in ipairs{ "uring", "epoll" } do
         local r = run(io, function()
           local tycho = require "tycho"
           local C = require "support.http_client"
-          local s = assert(tycho.http.listen{ host = "127.0.0.1", port = 0, handler = function() return "up" end })
+          local s = assert(tycho.http.listen{
+            host = "127.0.0.1", port = 0, handler = function() return "up" end })
           local body = C.get(s.port, "/").body
-          local waiter_done = false
           local me = tycho.self()
           tycho.fork(function()
             s:wait()
@@ -706,12 +775,17 @@ for _, io in ipairs{ "uring", "epoll" } do
           return tostring(e)
         end
         assert.matches("tycho.http.listen: handler is required", err_of{ port = 0 }, 1, true)
-        assert.matches("handler must be a function or a module name", err_of{ port = 0, handler = 5 }, 1, true)
+        assert.matches("handler must be a function or a module name",
+          err_of{ port = 0, handler = 5 }, 1, true)
         assert.matches("unknown option 'prot'", err_of{ prot = 0, handler = "x" }, 1, true)
-        assert.matches("max_body_size must be an integer", err_of{ port = 0, handler = "x", max_body_size = -1 }, 1, true)
-        assert.matches("idle_timeout must be a number of seconds", err_of{ port = 0, handler = "x", idle_timeout = 0 }, 1, true)
-        assert.matches("max_connections must be a number", err_of{ port = 0, handler = "x", max_connections = 0 }, 1, true)
-        assert.matches("server must be a string or false", err_of{ port = 0, handler = "x", server = 1 }, 1, true)
+        assert.matches("max_body_size must be an integer",
+          err_of{ port = 0, handler = "x", max_body_size = -1 }, 1, true)
+        assert.matches("idle_timeout must be a number of seconds",
+          err_of{ port = 0, handler = "x", idle_timeout = 0 }, 1, true)
+        assert.matches("max_connections must be a number",
+          err_of{ port = 0, handler = "x", max_connections = 0 }, 1, true)
+        assert.matches("server must be a string or false",
+          err_of{ port = 0, handler = "x", server = 1 }, 1, true)
         assert.matches("handler module 'no.such.module' failed to load",
           err_of{ port = 0, handler = "no.such.module" }, 1, true)
         assert.matches("handler module 'fixtures.not_a_function' must return a function",
@@ -722,8 +796,11 @@ for _, io in ipairs{ "uring", "epoll" } do
           tycho.http.listen{ port = 0, handler = function() return captured.greeting end }
         end)
         assert.is_false(ok)
-        assert.matches("the handler's upvalue 'captured' (a table) cannot move", tostring(e), 1, true)
-        assert.has_error(function() tycho.http.listen{ port = 0, handler = function() return "" end } end)
+        assert.matches("the handler's upvalue 'captured' (a table) cannot move", tostring(e),
+          1, true)
+        assert.has_error(function()
+          tycho.http.listen{ port = 0, handler = function() return "" end }
+        end)
       end)
 
       it("raises when an acceptor cannot start on its worker", function()
@@ -746,11 +823,11 @@ describe("http parser (tycho.core._http, no sockets)", function()
     local p = hc.parser(cfg)
     local seen, ended, pos = {}, false, 1
     while pos <= #stream and not ended do
-      local out, req = hc.feed(p, stream:sub(pos, pos + piece - 1))
+      local _, req = hc.feed(p, stream:sub(pos, pos + piece - 1))
       pos = pos + piece
       while req do
         seen[#seen + 1] = req.method .. " " .. req.path .. " " .. req.body
-        out, req = hc.respond(p, true, "ok")
+        _, req = hc.respond(p, true, "ok")
       end
       ended = req == false
     end
@@ -771,7 +848,10 @@ describe("http parser (tycho.core._http, no sockets)", function()
 
   it("survives random bytes and mangled requests: a request, more bytes or the end", function()
     math.randomseed(7)
-    local cfgs = { hc.config{}, hc.config{ max_header_size = 200, max_headers = 4, max_body_size = 20 } }
+    local cfgs = {
+      hc.config{},
+      hc.config{ max_header_size = 200, max_headers = 4, max_body_size = 20 },
+    }
     local valid = {
       "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
       "POST /p?q=1 HTTP/1.1\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello",
@@ -784,7 +864,8 @@ describe("http parser (tycho.core._http, no sockets)", function()
         local v = valid[math.random(#valid)]
         if math.random() < 0.5 then
           local k = math.random(#v)
-          v = v:sub(1, k - 1) .. string.char(math.random(0, 255)):rep(math.random(1, 300)) .. v:sub(k + 1)
+          v = v:sub(1, k - 1) .. string.char(math.random(0, 255)):rep(math.random(1, 300))
+            .. v:sub(k + 1)
         end
         parts[i] = v
       end
@@ -800,9 +881,12 @@ describe("http parser (tycho.core._http, no sockets)", function()
       return out and tonumber(out:match("^HTTP/1%.1 (%d+)")), req
     end
     assert.same({ 400, false }, { first_status({}, "NOPE / HTTP/1.1\r\n\r\n") })
-    assert.same({ 431, false }, { first_status({ max_header_size = 100 }, "GET / HTTP/1.1\r\nX: " .. ("a"):rep(200)) })
-    assert.same({ 431, false }, { first_status({ max_headers = 1 }, "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n") })
-    assert.same({ 413, false }, { first_status({ max_body_size = 1 }, "POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n") })
+    assert.same({ 431, false },
+      { first_status({ max_header_size = 100 }, "GET / HTTP/1.1\r\nX: " .. ("a"):rep(200)) })
+    assert.same({ 431, false },
+      { first_status({ max_headers = 1 }, "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n") })
+    assert.same({ 413, false },
+      { first_status({ max_body_size = 1 }, "POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n") })
     assert.same({ 505, false }, { first_status({}, "GET / HTTP/2.0\r\n\r\n") })
     local p = hc.parser(hc.config{})
     assert.is_nil(hc.expired(p)) -- idle: nothing to answer

@@ -38,7 +38,8 @@ describe("install with luarocks make", function()
     -- Copy the sources; build outputs (build*/), .git and a local rock tree
     -- stay behind, so the copy builds from scratch.
     rc, out = sh(("mkdir -p %s && tar -C %s -cf - --exclude=./.git --exclude=./build"
-      .. " --exclude='./build-*' --exclude=./tree . | tar -C %s -xf -"):format(q(src), q(root), q(src)))
+      .. " --exclude='./build-*' --exclude=./tree . | tar -C %s -xf -")
+      :format(q(src), q(root), q(src)))
     assert(rc == 0, "copying the sources failed:\n" .. out)
     -- MAKEFLAGS is set, not inherited: under `make test` it would carry the
     -- outer make's jobserver and variables.
@@ -92,7 +93,8 @@ describe("install with luarocks make", function()
     f:close()
     rc, out = sh(("cd /tmp && timeout 60 %s %s"):format(q(tree .. "/bin/tycho"), q(script)))
     assert.are.equal(0, rc, out)
-    assert.is_truthy(out:find("init=" .. tree .. "/bin/../share/lua/5.1/tycho/init.lua", 1, true), out)
+    assert.is_truthy(out:find("init=" .. tree .. "/bin/../share/lua/5.1/tycho/init.lua", 1, true),
+      out)
     assert.matches("self=%d+", out)
   end)
 

@@ -17,7 +17,8 @@ describe("tycho.json", function()
       assert.equal("-7", json.encode(-7))
       assert.equal("null", json.encode(json.null))
       assert.equal("{}", json.encode{})
-      assert.equal('{"nested":{"list":[[1],[2]]}}', json.encode{ nested = { list = { { 1 }, { 2 } } } })
+      assert.equal('{"nested":{"list":[[1],[2]]}}',
+        json.encode{ nested = { list = { { 1 }, { 2 } } } })
       assert.equal('"\\u0000é"', json.encode("\0é"))
     end)
 

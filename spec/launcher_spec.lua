@@ -91,7 +91,7 @@ describe("the tycho launcher", function()
     rc, out = H.tycho(s, "TYCHO_WORKERS=2")
     assert.equal(0, rc)
     assert.equal("2", out)
-    rc, out = H.tycho("--io epoll " .. s)
+    rc = H.tycho("--io epoll " .. s)
     assert.equal(0, rc)
     os.remove(s)
   end)
@@ -100,7 +100,7 @@ describe("the tycho launcher", function()
     local cases = { "--workers 0 x.lua", "--workers lots x.lua", "--bogus x.lua", "",
       "--io carrier x.lua" }
     for _, args in ipairs(cases) do
-      local rc, out, err = H.tycho(args)
+      local rc, _, err = H.tycho(args)
       assert.equal(2, rc, args)
       assert.is_true(#err > 0, args)
     end

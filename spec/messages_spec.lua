@@ -99,7 +99,7 @@ describe("messages", function()
       end)
 
       it("copies: the receiver's changes never reach the sender", function()
-        local theirs, mine = with_echo(p, function(echo)
+        local theirs, mine = with_echo(p, function(_echo)
           local tycho = require "tycho"
           local t = { n = 1, sub = { 1 } }
           local changer = tycho.spawn(function()
@@ -146,7 +146,8 @@ describe("messages", function()
             try({ x = ffi.new("int[1]") }),
             try({ list = { 1, 2, function() end } })
         end) }
-        assert.matches("tycho.send: cannot copy a function (argument 2, at .handlers[1].cb)", errs[1], 1, true)
+        assert.matches("tycho.send: cannot copy a function (argument 2, at .handlers[1].cb)",
+          errs[1], 1, true)
         assert.matches("cannot copy a coroutine (argument 3)", errs[2], 1, true)
         assert.matches("cannot copy a userdata (argument 2, at [1])", errs[3], 1, true)
         assert.matches("cannot copy a function used as a table key", errs[4], 1, true)

@@ -158,6 +158,7 @@ describe("tycho.spawn", function()
   it("caches loaded bytecode per worker: the same function is loaded once", function()
     tycho.config{ workers = 1 }
     local first, second, other = tycho.run(function()
+      -- luacheck: globals LOADS
       local function body(parent)
         -- Globals are per worker state (see docs/api-notes.md).
         local f = debug.getinfo(1, "f").func

@@ -100,7 +100,7 @@ describe("tycho.recv timeouts", function()
   end)
 
   it("recv(0) polls: a queued message, else an immediate timeout", function()
-    local a, b, c = tycho.run(function()
+    local a, b = tycho.run(function()
       local a = { tycho.recv(0) }
       tycho.send(tycho.self(), "queued")
       local b = tycho.recv(0)
@@ -112,7 +112,8 @@ describe("tycho.recv timeouts", function()
 
   it("returns a message that arrives before the timeout", function()
     local v, elapsed = tycho.run(function()
-      tycho.spawn(function(parent) tycho.sleep(0.05) tycho.send(parent, "in time") end, tycho.self())
+      tycho.spawn(function(parent) tycho.sleep(0.05) tycho.send(parent, "in time") end,
+        tycho.self())
       local t0 = tycho.now()
       local v = tycho.recv(2)
       return v, tycho.now() - t0

@@ -35,7 +35,8 @@ local rss1 = rss_bytes()
 local st = tycho.stats()
 
 print(string.format("RESULT %.1f bytes/task", (rss1 - rss0) / MEM_N))
-print(string.format("DETAIL rss0_mb=%.1f rss1_mb=%.1f actors=%d", rss0 / 1048576, rss1 / 1048576, st.actors))
+print(string.format("DETAIL rss0_mb=%.1f rss1_mb=%.1f actors=%d",
+  rss0 / 1048576, rss1 / 1048576, st.actors))
 print("NOTE each actor sends 'started' then parks in tycho.recv(); the mailbox is the actor's own")
 io.stdout:flush()
 

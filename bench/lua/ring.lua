@@ -37,5 +37,6 @@ print(string.format("RESULT %.3f hops/s", RING_HOPS / dt))
 print(string.format("DETAIL wall_s=%.4f cpu_s=%.4f per_cpu_s=%.0f", dt, cpu, RING_HOPS / cpu))
 print(string.format("DETAIL mesh_per_hop=%.3f parks_per_hop=%.4f",
   (s1.mesh_sent - s0.mesh_sent) / RING_HOPS, (s1.parks - s0.parks) / RING_HOPS))
-print(string.format("NOTE %d actors, plain tycho.send / tycho.recv; nodes learn their successor (and ack) before the clock starts", RING_N))
+print(string.format("NOTE %d actors, plain tycho.send / tycho.recv; nodes learn their successor"
+  .. " (and ack) before the clock starts", RING_N))
 io.stdout:flush()

@@ -68,8 +68,11 @@ for w = 1, s1.workers do
 end
 print(string.format("RESULT %.4f s", wall))
 print(string.format(
-  "DETAIL ideal_s=%.4f seq_s=%.4f efficiency=%.1f%% cpu_s=%.4f seq_cpu_s=%.4f parallelism=%.2f busiest_worker_polls=%.1f%% steals=%d checksum=%.0f",
+  "DETAIL ideal_s=%.4f seq_s=%.4f efficiency=%.1f%% cpu_s=%.4f seq_cpu_s=%.4f parallelism=%.2f"
+    .. " busiest_worker_polls=%.1f%% steals=%d checksum=%.0f",
   seq / 2, seq, 100 * (seq / 2) / wall, cpu, seq_cpu, cpu / wall,
   total > 0 and 100 * busiest / total or 0, s1.steals - s0.steals, par_sum))
-print("NOTE ideal = sequential run of the same jobs in the main actor (measured just before) / 2; each job sends its result to the main actor; parallelism = CPU s / wall s of the parallel phase")
+print("NOTE ideal = sequential run of the same jobs in the main actor (measured just before) / 2;"
+  .. " each job sends its result to the main actor; parallelism = CPU s / wall s of the parallel"
+  .. " phase")
 io.stdout:flush()

@@ -38,7 +38,9 @@ local wall = tycho.now() - t0
 local cpu = os.clock() - c0
 
 print(string.format("RESULT %.4f s", wall))
-print(string.format("DETAIL late_mean_ms=%.3f late_max_ms=%.3f late_min_ms=%.3f spawn_phase_s=%.4f cpu_s=%.4f",
+print(string.format("DETAIL late_mean_ms=%.3f late_max_ms=%.3f late_min_ms=%.3f"
+  .. " spawn_phase_s=%.4f cpu_s=%.4f",
   sum / TIMERS_N * 1000, max * 1000, min * 1000, spawn_s, cpu))
-print("NOTE lateness = wake time - (actor start + d), d = xorshift32 % 1000 ms, measured with tycho.now in the sleeper; wall includes the spawn phase")
+print("NOTE lateness = wake time - (actor start + d), d = xorshift32 % 1000 ms, measured with"
+  .. " tycho.now in the sleeper; wall includes the spawn phase")
 io.stdout:flush()
