@@ -79,10 +79,17 @@ static uint64_t peer_load(ty_worker *w, unsigned i) {
  */
 #define PLACE_BIAS 32
 
+/* A worker declared stuck takes no new actors (watchdog.c). */
+static bool skip(ty_worker *w, unsigned i) {
+  return i != w->id && ty_worker_is_stuck(w->rt, i);
+}
+
 static unsigned p2c_choose(ty_worker *w) {
   unsigned n = w->rt->n;
   uint64_t r = ty__rand_next(&w->rng);
   unsigned i = (unsigned)(r % n), j = (unsigned)((r >> 32) % n);
+  if (skip(w, i)) i = w->id;
+  if (skip(w, j)) j = w->id;
   uint64_t li = peer_load(w, i), lj = peer_load(w, j);
   unsigned best = li <= lj ? i : j;
   uint64_t lbest = li <= lj ? li : lj;
@@ -106,7 +113,7 @@ static void place(ty_worker *w, ty_actor *a) {
     w->place_left = PLACE_BLOCK;
   }
   w->place_left--;
-  unsigned to = w->place_to;
+  unsigned to = skip(w, w->place_to) ? w->id : w->place_to;
   TY__STAT_ADD(w, spawns_placed, 1);
   /* A spawn request has no order to keep: if its ring is full it stays. */
   if (to != w->id && !w->peers[to].overflow.head &&
@@ -139,6 +146,7 @@ int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
 
 int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
   if (worker >= rt->n) return -EINVAL;
+  if (ty_worker_is_stuck(rt, worker)) return -EHOSTDOWN;
   ty_worker *w = worker_of(rt);
   ty_actor *a = new_request(rt, w, user, out);
   if (!a) return -EAGAIN;

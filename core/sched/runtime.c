@@ -20,6 +20,8 @@ void ty_config_init(ty_config *c) {
   c->max_lifo_polls = 3;
   c->gq_interval_seed = 61;
   c->spin_ns = 50000;
+  c->max_slice_ns = 1000000000ull;
+  c->stop_timeout_ns = 5000000000ull;
   const char *pin = getenv("TYCHO_PIN");
   c->pin = pin && *pin == '1';
 }
@@ -58,6 +60,7 @@ static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
   ty__inject_init(&w->inbox);
   atomic_init(&w->park, TY__RUNNING);
   atomic_init(&w->load, 0);
+  ty__wd_init(w);
   return 0;
 }
 
@@ -152,7 +155,9 @@ void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   GET(spawns_placed);
   GET(spawns_remote);
   GET(actors);
+  GET(preempts);
 #undef GET
+  o->stuck = ty_worker_is_stuck(rt, i);
 }
 
 /* ---- leftovers ---------------------------------------------------------- */
@@ -211,9 +216,22 @@ void ty__runtime_drain(ty_runtime *rt) {
   }
 }
 
+/* Runtimes whose stop abandoned a worker: kept (and reachable, for leak
+ * checkers) for the life of the process, since that worker's thread may
+ * still touch them. */
+static pthread_mutex_t g_kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static ty_runtime *g_kept[64];
+static unsigned g_nkept;
+
 void ty_runtime_free(ty_runtime *rt) {
   if (!rt) return;
   ty__assert(!rt->started); /* ty_runtime_stop first */
+  if (rt->abandoned) {
+    pthread_mutex_lock(&g_kept_mu);
+    if (g_nkept < 64) g_kept[g_nkept++] = rt;
+    pthread_mutex_unlock(&g_kept_mu);
+    return;
+  }
   ty__runtime_drain(rt);    /* idempotent: a stop drained already */
   for (unsigned i = 0; i < rt->n; i++) {
     ty_worker *w = &rt->workers[i];
@@ -221,6 +239,7 @@ void ty_runtime_free(ty_runtime *rt) {
     free(w->peers);
     free(w->free_slots);
     ty__inject_destroy(&w->inbox);
+    ty__wd_destroy(w);
   }
   free(rt->workers);
   ty__mesh_destroy(&rt->mesh);

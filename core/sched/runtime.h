@@ -30,6 +30,10 @@ enum {
   TY__AF_SEND_BLOCKED = 2,
 };
 
+/* ty__wd_after_resume: the worker came back from being stuck and destroyed
+ * the actor it was running (and every other). */
+#define TY__GONE 3
+
 /* Park states (ty_worker.park). */
 enum { TY__RUNNING = 0, TY__PARKED = 1, TY__NOTIFIED = 2 };
 
@@ -56,7 +60,8 @@ static inline ty__node *ty__list_pop(ty__list *l) {
  * read by anyone with relaxed loads. */
 typedef struct ty__stats {
   _Atomic uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
-      mesh_received, inject_pops, spawns_placed, spawns_remote, actors;
+      mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
+      preempts;
 } ty__stats;
 
 #define TY__STAT_ADD(w, field, n)                                              \
@@ -72,6 +77,37 @@ typedef struct ty__peer {
   ty__list overflow;
   ty__list blocked; /* actors that sent into the overflow */
 } ty__peer;
+
+/* Watchdog states of a worker (ty__wd.state, under ty__wd.mu). */
+enum { TY__WD_OK = 0, TY__WD_STUCK, TY__WD_ABANDONED };
+/* Bits of ty__wd.flag. */
+enum { TY__WDF_REQ = 1, TY__WDF_CLAIM = 2, TY__WDF_STUCK = 4 };
+
+/*
+ * What the watchdog knows of a worker (watchdog.c; docs/architecture.md,
+ * "Runaway actors"). The owner publishes `seq` around each resume; the
+ * watchdog samples it and, when a resume lasts too long, posts a request
+ * (flag REQ) and, later, claims the worker (flag CLAIM) and declares it
+ * stuck. Everything but seq, flag and route is guarded by mu.
+ */
+typedef struct ty__wd {
+  /* Owner-written: 2k+1 while it runs its k-th resume, 2k+2 after it. */
+  alignas(TY_PAD) _Atomic uint64_t seq;
+  /* Written under mu by others, read by the owner after each resume. */
+  alignas(TY_PAD) _Atomic uint32_t flag;
+  _Atomic uint32_t route; /* 1 while stuck: placement skips the worker */
+  pthread_mutex_t mu;
+  int state;        /* TY__WD_* */
+  int req_kind;     /* TY_PREEMPT_* of the standing request, or 0 */
+  uint64_t req_seq; /* the resume it is meant for */
+  ty_pid req_pid;   /* a kill's target */
+  ty_actor **dead;  /* declared dead while stuck: the owner destroys them */
+  size_t ndead, capdead;
+  uint64_t stuck_since_ns;
+  /* The watchdog thread's own: what it saw at its last look. */
+  uint64_t seen_seq, seen_ns;
+  bool asked; /* a slice request was posted for seen_seq */
+} ty__wd;
 
 struct ty_worker {
   /* ---- rarely changed ---- */
@@ -105,6 +141,8 @@ struct ty_worker {
   uint32_t *free_slots; /* pid slots this worker may reuse */
   size_t nfree, capfree;
   size_t live; /* started actors on this worker */
+  uint64_t resumes; /* resumes run (its wd.seq is 2 * resumes [+ 1]) */
+  uint32_t seen_stuck; /* rt->stuck_epoch last handled */
 
   ty__spawnq spawnq;
 
@@ -113,6 +151,7 @@ struct ty_worker {
   alignas(TY_PAD) _Atomic uint64_t load; /* owner-written P2C load */
   alignas(TY_PAD) ty__inject inbox;      /* messages from non-worker threads */
   ty__stats stats;
+  ty__wd wd;
 };
 
 struct ty_runtime {
@@ -130,14 +169,44 @@ struct ty_runtime {
    * after their park fence). */
   alignas(TY_PAD) _Atomic int stopping;
   bool started;
+  bool abandoned; /* a stop left a worker running: the memory is kept */
+  /* Bumped (release) each time a worker is declared stuck; workers look
+   * (relaxed) during maintenance and then tell their waiting actors. */
+  _Atomic uint32_t stuck_epoch;
+  /* The watchdog thread. */
+  pthread_t wd_thread;
+  pthread_mutex_t wd_mu;
+  pthread_cond_t wd_cv;
+  bool wd_running, wd_quit; /* under wd_mu */
 };
 
 /* runtime.c */
 ty_actor *ty__actor_alloc(void);
+/* worker.c: an ended actor's pid slot dies (new generation) and goes to
+ * w's free list. */
+void ty__free_slot(ty_worker *w, ty_actor *a);
 void ty__actor_free(ty_actor *a);
 /* Frees everything still queued anywhere (spawn queues, rings, overflow
  * lists, inboxes, messages parked on unstarted pids): once every worker
  * thread has exited. Idempotent. */
 void ty__runtime_drain(ty_runtime *rt);
+
+/* watchdog.c */
+void ty__wd_init(ty_worker *w);
+void ty__wd_destroy(ty_worker *w);
+/* Starts / stops the watchdog thread (no-op without max_slice). */
+void ty__wd_start(ty_runtime *rt);
+void ty__wd_stop(ty_runtime *rt);
+/* Asks every worker in a resume to stop it (the runtime stops). */
+void ty__wd_stop_requests(ty_runtime *rt);
+/* On the owner, after a resume, when its flag was set: returns r, or
+ * TY__GONE when the worker came back from being stuck (a is destroyed). */
+int ty__wd_after_resume(ty_worker *w, ty_actor *a, int r);
+/* At stop: abandons w (declared stuck, or not exited in time). */
+void ty__wd_abandon(ty_worker *w);
+bool ty__wd_is_stuck(ty_worker *w);
+/* Puts an unstarted, pinned request that cannot run on its worker back
+ * elsewhere or cancels it; for the watchdog and a revived worker. */
+void ty__wd_cancel_request(ty_runtime *rt, ty_actor *a);
 
 #endif

@@ -117,7 +117,33 @@ typedef struct ty_actor_ops {
   /* A message reached no live actor (ended or stale pid), on the worker that
    * found out (or NULL). May send a reply; must not free m. May be NULL. */
   void (*undeliverable)(ty_msg *m, ty_worker *w, void *ud);
+
+  /* ---- the watchdog (docs/architecture.md, "Runaway actors"); optional */
+  /* Asks the code running on w to stop at its next chance (kind: a
+   * TY_PREEMPT_*; seq: the resume it is meant for, see ty_worker_seq), or
+   * with kind 0 to stop asking. Called with w's watchdog lock held, from
+   * any thread (the watchdog, a killer, w itself). */
+  void (*interrupt)(ty_worker *w, int kind, uint64_t seq, void *ud);
+  /* On the watchdog thread: w was declared stuck while running `running`.
+   * dead[0..n) are its started actors (running among them): their pids are
+   * dead already; tell their monitors and links, free their names. w's
+   * watchdog lock is held; w's thread may still run `running`'s code. The
+   * actors are destroyed later by w itself, if it ever comes back. */
+  void (*stuck)(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
+                void *ud);
+  /* On every other worker's thread, soon after a worker was declared
+   * stuck: actors waiting on one of its (now dead) actors learn it here. */
+  void (*peer_stuck)(ty_worker *w, void *ud);
 } ty_actor_ops;
+
+/* Why running code is asked to stop (ty_actor_ops.interrupt). */
+enum {
+  TY_PREEMPT_NONE = 0,
+  TY_PREEMPT_SLICE = 1, /* ran longer than max_slice: end it ("runaway") */
+  TY_PREEMPT_KILL = 2,  /* a kill for the actor (or its actor) in ty_preempt */
+  TY_PREEMPT_STOP = 3,  /* the runtime is stopping */
+  TY_PREEMPT_STUCK = 4  /* its worker was declared stuck meanwhile */
+};
 
 typedef struct ty_config {
   unsigned workers;          /* 0: one per CPU */
@@ -129,10 +155,13 @@ typedef struct ty_config {
   int io;                    /* TY_IO_AUTO, TY_IO_URING or TY_IO_EPOLL */
   uint64_t spin_ns;          /* how long an idle worker looks before parking */
   bool pin;                  /* pin worker i to CPU i (TYCHO_PIN=1) */
+  uint64_t max_slice_ns;     /* longest resume before the watchdog steps in
+                              * (0: no watchdog) */
+  uint64_t stop_timeout_ns;  /* how long a stop waits for a worker */
 } ty_config;
 
 /* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
- * LIFO 3, interval 61, spin 50 us). */
+ * LIFO 3, interval 61, spin 50 us, slice 1 s, stop timeout 5 s). */
 void ty_config_init(ty_config *c);
 
 /* Creates a runtime (threads not started). ud is passed to every op. */
@@ -140,10 +169,14 @@ int ty_runtime_new(const ty_config *c, const ty_actor_ops *ops, void *ud,
                    ty_runtime **out);
 /* Starts the worker threads. */
 int ty_runtime_start(ty_runtime *rt);
-/* Stops: every worker stops at its actor's next yield, destroys its actors
- * and exits; then everything still queued is freed. Joins every thread.
- * Callable from any thread that is not a worker. */
-void ty_runtime_stop(ty_runtime *rt);
+/* Stops: running code is asked to stop (ops->interrupt), every worker
+ * stops at its actor's next yield, destroys its actors and exits; then
+ * everything still queued is freed. A worker declared stuck, or one that has
+ * not exited within stop_timeout_ns, is abandoned: its thread is detached
+ * (it blocks for good if its code ever returns), and the runtime's memory is
+ * then kept for the life of the process. Returns how many workers were
+ * abandoned. Callable from any thread that is not a worker. */
+int ty_runtime_stop(ty_runtime *rt);
 /* Frees a stopped (or never started) runtime. */
 void ty_runtime_free(ty_runtime *rt);
 
@@ -160,7 +193,8 @@ int ty_spawn(ty_runtime *rt, void *user, ty_pid *out);
 
 /*
  * Creates an actor that starts on `worker` and is never stolen (forks, and
- * tests that need a known placement). Any thread.
+ * tests that need a known placement). -EHOSTDOWN when that worker has been
+ * declared stuck. Any thread.
  */
 int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out);
 
@@ -219,11 +253,38 @@ void ty_actor_wake(ty_actor *a);
 /* After a resume that followed ty_actor_wait: did the timer end the wait? */
 bool ty_actor_timed_out(const ty_actor *a);
 
-/* Per-worker counters, readable from any thread while it runs. */
+/* Per-worker counters, readable from any thread while it runs. `preempts`:
+ * resumes the watchdog asked to stop; `stuck`: 1 while declared stuck. */
 typedef struct ty_worker_stats {
   uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
-      mesh_received, inject_pops, spawns_placed, spawns_remote, actors;
+      mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
+      preempts, stuck;
 } ty_worker_stats;
+
+/* ---- the watchdog (watchdog.c) ----------------------------------------- */
+
+/* The word that is non-zero while the watchdog wants w's attention: read it
+ * (relaxed) after each resume of Lua code and in API calls; only then call
+ * the functions below. */
+const _Atomic uint32_t *ty_worker_flag(const ty_worker *w);
+/* On w's thread: the resume being run (odd) or the last one (even). */
+uint64_t ty_worker_seq(const ty_worker *w);
+/* On w's thread, during a resume: does a request stand for it? Returns its
+ * TY_PREEMPT_* kind (for a kill, *pid is the target); a stale request is
+ * dropped (and interrupt(0) called). take: also consume it. */
+int ty_preempt(ty_worker *w, bool take, ty_pid *pid);
+/* Asks the worker running pid (if it runs it now) to stop it: a kill. Any
+ * thread; a no-op when pid is not running on another worker. */
+void ty_interrupt_pid(ty_runtime *rt, ty_pid pid);
+/* w's watchdog lock: the binding guards what the watchdog reads of w's
+ * actors (their monitors and links) with it. */
+void ty_worker_lock(ty_worker *w);
+void ty_worker_unlock(ty_worker *w);
+/* Has worker i been declared stuck? Any thread (a hint). */
+bool ty_worker_is_stuck(ty_runtime *rt, unsigned i);
+/* On w's thread: calls fn for each started actor whose home is w. */
+void ty_worker_each_actor(ty_worker *w, void (*fn)(ty_actor *a, void *ud),
+                          void *ud);
 void ty_worker_stats_get(ty_runtime *rt, unsigned worker, ty_worker_stats *out);
 
 #endif

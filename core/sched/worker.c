@@ -14,8 +14,10 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
+#include "base/fence.h"
 #include "io/io.h"
 #include "worker.h"
 
@@ -82,7 +84,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
 /* Free pid slots a worker keeps before it shares them (see pidtab.h). */
 #define LOCAL_FREE_MAX 4096
 
-static void free_slot(ty_worker *w, ty_actor *a) {
+void ty__free_slot(ty_worker *w, ty_actor *a) {
   uint32_t slot = ty__pid_slot(a->pid);
   ty__pident *e = ty__pidtab_get(&w->rt->pids, slot);
   uint32_t gen = (ty__pid_gen(a->pid) + 1) & ((1u << TY_PID_GEN_BITS) - 1);
@@ -105,7 +107,7 @@ static void free_slot(ty_worker *w, ty_actor *a) {
 static void finish_actor(ty_worker *w, ty_actor *a) {
   ty_runtime *rt = w->rt;
   if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
-  free_slot(w, a);
+  ty__free_slot(w, a);
   ty_msg *m;
   while ((m = ty_mbox_pop(a))) ty__undeliverable(w, m);
   rt->ops.destroy(a, w, rt->ud);
@@ -121,7 +123,26 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   w->current = a;
   w->place_left = 0;  /* placement blocks never span two runs */
   ty__update_load(w); /* counts the running actor: a long run looks busy */
+  uint64_t seq = 2 * w->resumes + 1;
+  /* release: the watchdog's acquire load of this value sees w->current and
+   * all this worker did before the resume (watchdog.c). */
+  atomic_store_explicit(&w->wd.seq, seq, memory_order_release);
   int r = rt->ops.resume(a, rt->ud);
+  /* release: as above. Then the hot half of the watchdog's Dekker pair:
+   * "left the resume" is stored before the flag is loaded, with only a
+   * compiler barrier between (the watchdog runs ty__heavy_fence). */
+  atomic_store_explicit(&w->wd.seq, seq + 1, memory_order_release);
+  w->resumes++;
+  atomic_signal_fence(memory_order_seq_cst);
+  /* relaxed: see above; a set flag is acted on under the watchdog lock. */
+  if (ty__unlikely(atomic_load_explicit(&w->wd.flag, memory_order_relaxed))) {
+    r = ty__wd_after_resume(w, a, r);
+    if (r == TY__GONE) { /* a and every other actor here are destroyed */
+      w->current = NULL;
+      ty__publish_all(w);
+      return;
+    }
+  }
   w->current = NULL;
   a->started = true;
   TY__STAT_ADD(w, polls, 1);
@@ -163,6 +184,14 @@ static void tune_interval(ty_worker *w, uint64_t now_ns) {
 /* Timers, the inbox and I/O: run every `budget` polls and around parking,
  * so that they are served even while work remains. */
 void ty__maintenance(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  /* acquire: pairs with the watchdog's release bump; the pids it freed are
+   * then seen dead. */
+  uint32_t epoch = atomic_load_explicit(&rt->stuck_epoch, memory_order_acquire);
+  if (ty__unlikely(epoch != w->seen_stuck)) {
+    w->seen_stuck = epoch;
+    if (rt->ops.peer_stuck) rt->ops.peer_stuck(w, rt->ud);
+  }
   uint64_t now = ty_runtime_now_ns(w->rt);
   tune_interval(w, now);
   ty__io_wait(w->io, 0);
@@ -353,18 +382,57 @@ int ty_runtime_start(ty_runtime *rt) {
                              &rt->workers[i]);
     if (err) ty__die("cannot create a worker thread");
   }
+  ty__wd_start(rt);
   return 0;
 }
 
-void ty_runtime_stop(ty_runtime *rt) {
-  if (!rt->started) return;
+/* Waits for every worker until the stop's deadline; a worker declared
+ * stuck is not waited for. Returns how many were abandoned. */
+static int join_all(ty_runtime *rt) {
+  uint64_t deadline = ty__now_ns() + rt->cfg.stop_timeout_ns;
+  bool *done = ty__xcalloc(rt->n, sizeof *done);
+  unsigned left = rt->n;
+  int abandoned = 0;
+  while (left) {
+    for (unsigned i = 0; i < rt->n; i++) {
+      if (done[i]) continue;
+      ty_worker *w = &rt->workers[i];
+      if (pthread_tryjoin_np(w->thread, NULL) == 0) {
+        done[i] = true;
+        left--;
+      } else if (ty__wd_is_stuck(w) || ty__now_ns() >= deadline) {
+        ty__wd_abandon(w);
+        done[i] = true;
+        left--;
+        abandoned++;
+      }
+    }
+    if (left) {
+      struct timespec ts = {0, 2 * 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  free(done);
+  return abandoned;
+}
+
+int ty_runtime_stop(ty_runtime *rt) {
+  if (!rt->started) return 0;
   /* seq_cst: a worker stores PARKED, fences and then reads `stopping`; we
    * store it and then read their park state. */
   atomic_store(&rt->stopping, 1);
   atomic_thread_fence(memory_order_seq_cst);
+  ty__wd_stop_requests(rt);
   for (unsigned i = 0; i < rt->n; i++) ty__worker_unpark(&rt->workers[i]);
-  for (unsigned i = 0; i < rt->n; i++)
-    pthread_join(rt->workers[i].thread, NULL);
+  int abandoned = join_all(rt);
+  ty__wd_stop(rt);
   rt->started = false;
+  if (abandoned) {
+    /* A thread still runs code of this runtime: keep all of it. */
+    rt->abandoned = true;
+    ty__pin_code();
+    return abandoned;
+  }
   ty__runtime_drain(rt);
+  return 0;
 }
