@@ -325,6 +325,39 @@ static int enc_string(enc *e, int idx) {
   return 0;
 }
 
+/* Values built in C, for threads without a Lua state (codec.h). */
+int ty__codec_put_number(ty__buf *b, double d) {
+  int32_t i = 0;
+  size_t n = num_size(d, &i);
+  if (ty__buf_reserve(b, n)) return -1;
+  uint8_t *p = (uint8_t *)b->data + b->len;
+  if (n == 1) {
+    *p = (uint8_t)(TAG_FIXINT | i);
+  } else if (n == 5) {
+    *p = TAG_INT32;
+    put_u32(p + 1, (uint32_t)i);
+  } else {
+    *p = TAG_DOUBLE;
+    put_f64(p + 1, d);
+  }
+  b->len += n;
+  return 0;
+}
+
+int ty__codec_put_string(ty__buf *b, const char *s, size_t len) {
+  if (ty__buf_reserve(b, str_size(len))) return -1;
+  uint8_t *p = (uint8_t *)b->data + b->len, *start = p;
+  if (len <= SHORTSTR_MAX) {
+    *p++ = (uint8_t)(TAG_SHORTSTR | len);
+  } else {
+    *p++ = TAG_STR;
+    p = put_varint(p, len);
+  }
+  memcpy(p, s, len);
+  b->len += (size_t)(p - start) + len;
+  return 0;
+}
+
 /* The key at k of the table at `depth`: 1 if written, 0 if it is an index
  * the array section already sent, -1 on error. A key is never nil; a table
  * key is walked like a value, one level deeper. */

@@ -92,6 +92,11 @@ int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
  * Needs no Lua state: any thread. */
 void ty__codec_release(const char *data, size_t len);
 
+/* Appends one number / one string to an encoding, with no Lua state (a
+ * message built on a thread that has none). 0, or -1 when out of memory. */
+int ty__codec_put_number(ty__buf *b, double d);
+int ty__codec_put_string(ty__buf *b, const char *s, size_t len);
+
 /* Same-state deep copy with the semantics and errors of encode+decode
  * (max_bytes limits the size the encoding would have): pushes copies of the
  * n values at `first` and returns n, or returns -1 with err and pushes

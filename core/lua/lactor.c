@@ -87,6 +87,7 @@ void lt_actor_free(lt_actor *la) {
   free(la->monitors.v);
   free(la->owed);
   free(la->exit_reason);
+  free(la->origin);
   ty__free(la, sizeof *la);
 }
 
@@ -367,9 +368,11 @@ static int lt_resume(ty_actor *a, void *ud) {
       return r;
     }
   }
+  if (ty__unlikely(la->frozen)) return TY_YIELD; /* until its kill comes */
   int nargs;
   if (!a->started) {
     la->pid = a->pid;
+    la->flag = ty_worker_flag(ty_worker_current());
     nargs = start_actor(la);
     if (nargs < 0) return lt_on_error(a, la);
   } else {
@@ -380,7 +383,16 @@ static int lt_resume(ty_actor *a, void *ud) {
   la->deadline_ns = 0;
   la->ext_wake = NULL;
   la->ext_cancel = NULL;
+  lt_worker *lw = lt_worker_get();
+  lw->in_lua = true; /* allocations may fail for a runaway (lstate.c) */
   int st = lua_resume(la->co, nargs);
+  lw->in_lua = false;
+  /* relaxed: the watchdog's word (lpreempt.c); set means look closer. */
+  if (ty__unlikely(atomic_load_explicit(lw->flag, memory_order_relaxed) ||
+                   la->preempted)) {
+    int r = lt_after_preempt(a, la, st);
+    if (r >= 0) return r;
+  }
   if (la->exit_reason) return lt_exited(a, la);
   if (st == LUA_YIELD) return after_yield(a, la);
   if (st == 0) return lt_on_return(a, la);
@@ -393,4 +405,7 @@ const ty_actor_ops lt_ops = {
     .resume = lt_resume,
     .destroy = lt_destroy,
     .undeliverable = lt_undeliverable,
+    .interrupt = lt_interrupt_op,
+    .stuck = lt_stuck_op,
+    .peer_stuck = lt_peer_stuck_op,
 };

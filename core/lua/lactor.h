@@ -76,7 +76,15 @@ struct lt_actor {
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...} */
   uint64_t call_ref;
+  ty_pid call_to;       /* callee of the call waited for (0: not an actor) */
   uint64_t deadline_ns; /* of the current wait, 0 for none */
+  /* The watchdog (lpreempt.c): the worker's flag word (set at the start),
+   * the kind of stop the hook applied in this resume, and `frozen`: stopped
+   * for a kill, it never runs Lua again and waits for that kill. */
+  const _Atomic uint32_t *flag;
+  uint8_t preempted;
+  bool frozen;
+  char *origin; /* forks and main scripts: where their function is */
   ty_pid pid;           /* this actor's (or fork's) own pid, once known */
   ty_pid parent;        /* a fork's actor (0 for actors) */
   /* Forks live on their actor's worker, so plain pointers are safe there:
@@ -135,6 +143,25 @@ ty_msg *lt_take_msg(ty_actor *a);
 /* Resources an actor owns (lt_res_remove is safe to call twice). */
 void lt_res_add(lt_actor *la, lt_res *r);
 void lt_res_remove(lt_actor *la, lt_res *r);
+
+/* ---- lpreempt.c --------------------------------------------------------- */
+
+/* ty_actor_ops.interrupt, .stuck and .peer_stuck. */
+void lt_interrupt_op(ty_worker *w, int kind, uint64_t seq, void *ud);
+void lt_stuck_op(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
+                 void *ud);
+void lt_peer_stuck_op(ty_worker *w, void *ud);
+/* After lua_resume, when the watchdog's flag was set or the hook fired:
+ * what the worker does with the actor (TY_*), or -1 for the usual. */
+int lt_after_preempt(ty_actor *a, lt_actor *la, int status);
+/* An API call made while the watchdog wants the running code stopped:
+ * raises (the running code cannot be yielded from here). */
+void lt_preempt_guard(lua_State *L, ty_actor *a, lt_actor *la);
+/* Where la's function comes from ("file.lua:12"), into buf. */
+void lt_origin(const lt_actor *la, char *buf, size_t n);
+/* Called on the watchdog thread for each worker declared stuck (the net
+ * layer moves accepts off it). At most 4, registered once. */
+void lt_on_stuck(void (*fn)(unsigned worker));
 
 /* ---- lexit.c ------------------------------------------------------------ */
 

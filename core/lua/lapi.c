@@ -25,7 +25,12 @@ lt_cur lt_current(lua_State *L, const char *fname) {
                "tycho.%s must be called from inside an actor "
                "(start one with tycho.run)",
                fname);
-  return (lt_cur){a, a->user};
+  lt_actor *la = a->user;
+  /* relaxed: the watchdog's word (lpreempt.c); set means look closer. */
+  if (ty__unlikely(la->flag &&
+                   atomic_load_explicit(la->flag, memory_order_relaxed)))
+    lt_preempt_guard(L, a, la);
+  return (lt_cur){a, la};
 }
 
 /* Blocking calls must come from the actor's own coroutine: a yield from a
@@ -238,6 +243,7 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
     return lt_push_fail(L, "noproc");
   }
   c.la->call_ref = ref;
+  c.la->call_to = to;
   lt_wait_for(c, LT_W_CALL, timeout, ref);
   return lua_yield(L, 0);
 }
@@ -246,6 +252,7 @@ int lt_yield_reply(lua_State *L, const char *fname, uint64_t ref,
                    int64_t timeout_ns) {
   lt_cur c = lt_current_blocking(L, fname);
   c.la->call_ref = ref;
+  c.la->call_to = 0;
   lt_wait_for(c, LT_W_CALL, timeout_ns, ref);
   return lua_yield(L, 0);
 }

@@ -162,14 +162,31 @@ static void trapped_exit(ty_actor *a, ty_msg *m) {
 }
 
 /* Handles one signal; returns true if the actor must die (reason in m). */
+/* Links and monitors change under the worker's watchdog lock: the watchdog
+ * reads them when it reports a stuck worker's actors (lpreempt.c). */
+static void set_add(lt_pids *p, ty_pid pid) {
+  ty_worker *w = ty_worker_current();
+  ty_worker_lock(w);
+  lt_pids_add(p, pid);
+  ty_worker_unlock(w);
+}
+
+static bool set_remove(lt_pids *p, ty_pid pid) {
+  ty_worker *w = ty_worker_current();
+  ty_worker_lock(w);
+  bool had = lt_pids_remove(p, pid);
+  ty_worker_unlock(w);
+  return had;
+}
+
 static bool handle_signal(ty_actor *a, lt_actor *la, ty_msg *m) {
   switch (m->kind) {
-  case LT_SIG_LINK: lt_pids_add(&la->links, m->from); return false;
-  case LT_SIG_UNLINK: lt_pids_remove(&la->links, m->from); return false;
-  case LT_SIG_MONITOR: lt_pids_add(&la->monitors, m->from); return false;
+  case LT_SIG_LINK: set_add(&la->links, m->from); return false;
+  case LT_SIG_UNLINK: set_remove(&la->links, m->from); return false;
+  case LT_SIG_MONITOR: set_add(&la->monitors, m->from); return false;
   case LT_SIG_KILL: return true;
   case LT_SIG_EXIT: {
-    if (!lt_pids_remove(&la->links, m->from)) return false; /* unlinked */
+    if (!set_remove(&la->links, m->from)) return false; /* unlinked */
     bool normal = m->len == 6 && memcmp(m->data, "normal", 6) == 0;
     if (la->trap_exit) trapped_exit(a, m);
     return !la->trap_exit && !normal;
@@ -228,7 +245,7 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
  * it. */
 void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   (void)ud;
-  if (!w) return;
+  (void)w; /* any thread: the watchdog drains a stuck worker's messages */
   if (m->kind == LT_MSG || m->kind == LT_CALL || m->kind == LT_REPLY) {
     /* Connections inside close now, not when the runtime stops. */
     ty__codec_release(m->data, m->len);
@@ -244,12 +261,14 @@ void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   const char *reason = found ? found : "noproc";
   if (m->kind == LT_SIG_LINK) {
     lt_send_raw_from(m->to, m->from, LT_SIG_EXIT, 0, reason, len);
-  } else {
-    lua_State *L = ((lt_worker *)ty_worker_data(w))->L;
-    lua_pushliteral(L, "DOWN");
-    lua_pushnumber(L, (lua_Number)m->to);
-    lua_pushlstring(L, reason, len);
-    lt_send_values(L, 3, m->from);
+  } else { /* ("DOWN", pid, reason), encoded without a Lua state */
+    ty__buf b;
+    ty__buf_init(&b);
+    if (!ty__codec_put_string(&b, "DOWN", 4) &&
+        !ty__codec_put_number(&b, (double)m->to) &&
+        !ty__codec_put_string(&b, reason, len))
+      lt_send_raw_from(m->to, m->from, LT_MSG, 0, b.data, b.len);
+    ty__buf_free(&b);
   }
   free(found);
 }

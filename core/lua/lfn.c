@@ -293,3 +293,58 @@ int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker) {
   f->wref[worker] = luaL_ref(co, LUA_REGISTRYINDEX);
   return 0;
 }
+
+/* ---- where a function comes from (for the watchdog's log) ---------------- */
+
+static bool uleb(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  *v = 0;
+  for (unsigned sh = 0; *p < end && sh < 64; sh += 7) {
+    uint8_t b = *(*p)++;
+    *v |= (uint64_t)(b & 0x7f) << sh;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+/* The chunk name and first line of the bytecode at p (LuaJIT's dump
+ * format: header, chunk name unless stripped, then the prototypes, the
+ * function's own last). Reads only bytes; any thread. */
+static void bc_origin(const uint8_t *p, const uint8_t *end, char *buf,
+                      size_t n) {
+  uint64_t flags, len, firstline = 0;
+  if (end - p < 4 || p[0] != 0x1b || p[1] != 'L' || p[2] != 'J') return;
+  p += 4;
+  if (!uleb(&p, end, &flags) || (flags & 2)) return; /* stripped */
+  if (!uleb(&p, end, &len) || len > (uint64_t)(end - p)) return;
+  const char *name = (const char *)p;
+  int nlen = (int)len;
+  p += len;
+  while (uleb(&p, end, &len) && len && len <= (uint64_t)(end - p)) {
+    const uint8_t *q = p + 4, *pend = p + len;
+    uint64_t v, dbg;
+    if (uleb(&q, pend, &v) && uleb(&q, pend, &v) && uleb(&q, pend, &v) &&
+        uleb(&q, pend, &dbg) && dbg && !uleb(&q, pend, &firstline))
+      firstline = 0;
+    p = pend;
+  }
+  if (nlen && (*name == '@' || *name == '=')) name++, nlen--;
+  snprintf(buf, n, "%.*s:%llu", nlen, name, (unsigned long long)firstline);
+}
+
+void lt_fn_origin(const lt_fn *f, char *buf, size_t n) {
+  if (n) *buf = 0;
+  if (f->kind == LT_FN_MODULE) {
+    snprintf(buf, n, "module %.*s", (int)f->len, f->bytes);
+    return;
+  }
+  /* The payload starts with the bytecode as a codec string. */
+  const uint8_t *p = (const uint8_t *)f->bytes, *end = p + f->len;
+  uint64_t len;
+  if (p == end) return;
+  if ((*p & 0xc0) == 0x40) {
+    len = *p++ & 0x3f;
+  } else if (*p++ != 0x05 || !uleb(&p, end, &len)) {
+    return;
+  }
+  if (len <= (uint64_t)(end - p)) bc_origin(p, p + len, buf, n);
+}

@@ -43,6 +43,7 @@
 #include "lpool.h"
 #include "lrun.h"
 #include "lstate.h"
+#include "base/fence.h"
 #include "pool/pool.h"
 
 /* ---- settings (tycho.pool_config; read when a pool is created) ---------- */
@@ -90,12 +91,19 @@ static int submit(ty_pool_job *j) {
   return rc;
 }
 
-void lt_pool_shutdown(void) {
+int lt_pool_shutdown(void) {
   pthread_rwlock_wrlock(&g_lock);
   ty_pool *p = g_pool;
   g_pool = NULL;
   pthread_rwlock_unlock(&g_lock);
-  ty_pool_free(p); /* outside the lock: it waits for running jobs */
+  if (!p) return 0;
+  /* Outside the lock: it waits for running jobs, until the stop's
+   * deadline (a job that never returns must not hold the stop). */
+  uint64_t dl = lt_g.stop_deadline_ns ? lt_g.stop_deadline_ns : UINT64_MAX;
+  int left = ty_pool_shutdown_until(p, dl);
+  ty_pool_free(p);
+  if (left) ty__pin_code(); /* their code must stay mapped */
+  return left;
 }
 
 /* ---- jobs --------------------------------------------------------------- */
@@ -135,14 +143,18 @@ static lp_job *job_new(int kind, ty_pid to, uint64_t ref, const void *data,
   return j;
 }
 
-/* Sends the outcome to the caller; a caller that ended meanwhile is fine. */
+/* Sends the outcome to the caller; a caller that ended meanwhile is fine.
+ * A job that outlived its run's stop (its thread was left behind) has no
+ * runtime to send to any more: the pool says so, under its lock. */
 static void send_reply(lp_job *j, uint32_t kind, const void *data, size_t len) {
+  if (!ty_pool_reply_begin()) return;
   ty_msg *m = ty_msg_new(len);
   if (len) memcpy(m->data, data, len);
   m->to = j->to;
   m->kind = kind;
   m->ref = j->ref;
   if (ty_send(j->rt, m)) ty_msg_free(m);
+  ty_pool_reply_end();
 }
 
 static void send_error(lp_job *j, const char *msg) {

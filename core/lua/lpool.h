@@ -22,11 +22,14 @@ bool lt_pool_config_field(lua_State *L, const char *key, int idx);
 void lt_pool_stats_push(lua_State *L);
 
 /* Shuts the pool down (cancels queued jobs, waits for running ones, joins
- * every thread). Idempotent; not needed by run_main (see lpool.c: the pool
- * shuts itself down when the runtime's workers close their Lua states), but
- * safe to call from a thread that is neither a worker mid-resume nor a pool
- * thread, before ty_runtime_free. */
-void lt_pool_shutdown(void);
+ * every thread). Idempotent: the pool shuts itself down when the runtime's
+ * workers close their Lua states (lpool.c); run_main calls it too, for a
+ * stop that abandoned every worker. Not from a worker mid-resume nor a pool
+ * thread; before ty_runtime_free. */
+/* Shuts the run's pool down, waiting for running jobs until the stop's
+ * deadline (lt_g.stop_deadline_ns; none outside a stop): threads whose job
+ * has not returned by then are left to it (pool.h). Returns how many. */
+int lt_pool_shutdown(void);
 
 /*
  * Starts resolving `host` on the pool; the answer comes to actor `to` as a

@@ -61,6 +61,13 @@ static int l_fork(lua_State *L) {
   la->fn_kind = LT_FN_REF;
   la->fn_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
   la->parent = lt_self_pid(c);
+  lua_Debug ar;
+  lua_pushvalue(L, 1);
+  if (lua_getinfo(L, ">S", &ar)) {
+    char buf[192];
+    snprintf(buf, sizeof buf, "%s:%d", ar.short_src, ar.linedefined);
+    la->origin = strdup(buf);
+  }
   ty_pid pid;
   if (ty_spawn_at(lt_g.rt, ty_worker_id(ty_worker_current()), la, &pid)) {
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);
@@ -155,7 +162,12 @@ static int l_link(lua_State *L) {
   ty_pid to = lt_check_dest(L, 1, "link");
   if (!to || (to != c.a->pid && lt_send_raw(to, LT_SIG_LINK, 0, NULL, 0)))
     return link_gone(L, c, to);
-  if (to != c.a->pid) lt_pids_add(&c.la->links, to);
+  if (to != c.a->pid) {
+    ty_worker *w = ty_worker_current();
+    ty_worker_lock(w); /* the watchdog may read links (lpreempt.c) */
+    lt_pids_add(&c.la->links, to);
+    ty_worker_unlock(w);
+  }
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -163,8 +175,11 @@ static int l_link(lua_State *L) {
 static int l_unlink(lua_State *L) {
   lt_cur c = lt_current(L, "unlink");
   ty_pid to = lt_check_dest(L, 1, "unlink");
-  if (to && lt_pids_remove(&c.la->links, to))
-    lt_send_raw(to, LT_SIG_UNLINK, 0, NULL, 0);
+  ty_worker *w = ty_worker_current();
+  ty_worker_lock(w); /* the watchdog may read links (lpreempt.c) */
+  bool linked = to && lt_pids_remove(&c.la->links, to);
+  ty_worker_unlock(w);
+  if (linked) lt_send_raw(to, LT_SIG_UNLINK, 0, NULL, 0);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -209,6 +224,9 @@ static int l_kill(lua_State *L) {
   }
   if (!to || lt_send_raw(to, LT_SIG_KILL, 0, reason, len))
     return lt_push_fail(L, "noproc");
+  /* If it is running on another worker now, stop it there (lpreempt.c);
+   * otherwise the signal ends it before it runs again. */
+  ty_interrupt_pid(lt_g.rt, to);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -219,7 +237,7 @@ static int l_kill(lua_State *L) {
 #define STAT_FIELDS(X)                                                         \
   X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks)                \
   X(mesh_sent) X(mesh_received) X(inject_pops) X(spawns_placed)                \
-  X(spawns_remote) X(actors)
+  X(spawns_remote) X(actors) X(preempts) X(stuck)
 /* clang-format on */
 
 static int l_stats(lua_State *L) {

@@ -3,6 +3,7 @@
  * stop (the runtime is created, the main actor spawned, its outcome awaited,
  * the runtime stopped and freed).
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,7 +20,11 @@
 #include "lrun.h"
 #include "lstate.h"
 
-lt_global lt_g = {.io = -1, .call_timeout = 5.0, .max_message = 64u << 20};
+lt_global lt_g = {.io = -1,
+                  .call_timeout = 5.0,
+                  .max_message = 64u << 20,
+                  .max_slice = 1.0,
+                  .stop_timeout = 5.0};
 
 /* ---- config and run ----------------------------------------------------- */
 
@@ -50,6 +55,17 @@ static int l_config(lua_State *L) {
         return luaL_error(L, "tycho.config: max_message must be >= 64 "
                              "bytes");
       lt_g.max_message = (size_t)v;
+    } else if (strcmp(k, "max_slice") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v >= 0.01 || v == 0))
+        return luaL_error(L, "tycho.config: max_slice must be >= 0.01 "
+                             "seconds (or 0: no watchdog)");
+      lt_g.max_slice = v;
+    } else if (strcmp(k, "stop_timeout") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v >= 0))
+        return luaL_error(L, "tycho.config: stop_timeout must be >= 0");
+      lt_g.stop_timeout = v;
     } else if (strcmp(k, "io") == 0) {
       int io = ty__io_kind_parse(luaL_checkstring(L, -1));
       if (io < 0)
@@ -71,8 +87,9 @@ static int l_config(lua_State *L) {
     } else if (!lt_pool_config_field(L, k, -1)) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
-                        "io, call_timeout, max_message, log_level, "
-                        "log_format, pool_max, pool_queue, pool_idle)",
+                        "io, call_timeout, max_message, max_slice, "
+                        "stop_timeout, log_level, log_format, pool_max, "
+                        "pool_queue, pool_idle)",
                         k);
     }
     lua_pop(L, 1);
@@ -175,6 +192,25 @@ static void run_config(lua_State *L, ty_config *cfg) {
   ty_config_init(cfg);
   cfg->workers = env_workers(L);
   cfg->io = io_kind(L);
+  cfg->max_slice_ns = (uint64_t)(lt_g.max_slice * 1e9);
+  cfg->stop_timeout_ns = (uint64_t)(lt_g.stop_timeout * 1e9);
+}
+
+/* Stops the runtime within stop_timeout (the pool's jobs included), and
+ * says what was left running. */
+static void stop_runtime(ty_runtime *rt) {
+  /* The pool's jobs get a little less than the workers: a worker that
+   * closes its state waits for them (lpool.c) and must exit in time. */
+  double t = lt_g.stop_timeout, margin = t / 4 < 0.25 ? t / 4 : 0.25;
+  lt_g.stop_deadline_ns = ty__now_ns() + (uint64_t)((t - margin) * 1e9);
+  int left = ty_runtime_stop(rt);
+  left += lt_pool_shutdown(); /* if no worker state did it (all abandoned) */
+  lt_g.stop_deadline_ns = 0;
+  if (left)
+    ty__logf(TY_LOG_WARN, -1, 0,
+             "stop: %d thread(s) still running code that does not return "
+             "were left behind (see README, Guarantees and limits)",
+             left);
 }
 
 /* Starts a runtime, runs la as the main actor, stops, returns its results. */
@@ -194,7 +230,7 @@ static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
   ty_runtime_start(rt);
   ty_spawn(rt, la, NULL);
   wait_main();
-  ty_runtime_stop(rt);
+  stop_runtime(rt);
   lt_g.rt = NULL;
   ty_runtime_free(rt);
   lt_fn_clear();
@@ -255,6 +291,7 @@ static int l_run_file(lua_State *L) {
   memcpy(la->spawn, b.data, b.len);
   la->spawn_len = (uint32_t)b.len;
   ty__buf_free(&b);
+  la->origin = strdup(lua_tostring(L, 1));
   return run_main(L, &cfg, la);
 }
 
@@ -276,7 +313,13 @@ static int l_spawn_at(lua_State *L) {
     return luaL_error(L, "tycho._spawn_at: worker must be 1..%d", (int)n);
   lt_actor *la = lt_spawn_request(L, 2, 3, "_spawn_at");
   ty_pid pid;
-  if (ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid)) {
+  int err = ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid);
+  if (err == -EHOSTDOWN) { /* declared stuck: spawn elsewhere, or later */
+    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    lt_actor_free(la);
+    return lt_push_fail(L, "stuck");
+  }
+  if (err) {
     lt_actor_free(la);
     return luaL_error(L, "tycho._spawn_at: the actor table is full");
   }

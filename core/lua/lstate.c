@@ -52,11 +52,32 @@ static int new_weak_table(lua_State *L, const char *mode) {
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* The worker state's allocator: the state's own, except that it fails for
+ * code the watchdog asked to stop (lpreempt.c). That is how a loop that
+ * allocates is stopped even inside compiled code, which never runs the
+ * hook: the failed allocation raises "not enough memory" out of the trace
+ * and the interpreter then meets the hook. */
+static void *lt_alloc(void *ud, void *p, size_t osize, size_t nsize) {
+  lt_worker *lw = ud;
+  /* relaxed: set by the watchdog under its lock for one resume, which we
+   * compare to the one running; a late look only delays the stop. */
+  uint64_t deny = atomic_load_explicit(&lw->deny, memory_order_relaxed);
+  if (ty__unlikely(deny) && nsize > osize && lw->in_lua &&
+      deny == ty_worker_seq(lw->w))
+    return NULL;
+  return lw->alloc(lw->alloc_ud, p, osize, nsize);
+}
+
 void lt_state_init(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty__xcalloc(1, sizeof *lw);
   lw->L = luaL_newstate();
   if (!lw->L) ty__die("cannot create a Lua state");
+  lw->w = w;
+  lw->flag = ty_worker_flag(w);
+  atomic_init(&lw->deny, 0);
+  lw->alloc = lua_getallocf(lw->L, &lw->alloc_ud);
+  lua_setallocf(lw->L, lt_alloc, lw);
   luaL_openlibs(lw->L);
   lt_set_paths(lw->L);
   set_arg(lw->L);

@@ -13,6 +13,16 @@
 
 typedef struct lt_worker {
   lua_State *L;
+  ty_worker *w;
+  /* The watchdog (lpreempt.c): its flag word (ty_worker_flag), and the
+   * resume whose allocations fail (0: none; set under the watchdog lock)
+   * while the worker runs Lua code (in_lua, the owner's). */
+  const _Atomic uint32_t *flag;
+  _Atomic uint64_t deny;
+  bool in_lua;
+  lua_Alloc alloc; /* the state's own allocator, wrapped by lt_alloc */
+  void *alloc_ud;
+  char where[192]; /* where the last preempted code was */
   ty__buf buf;       /* the encode buffer of this worker's sends */
   int fncache_ref;   /* registry: bytecode string -> function */
   int dumpcache_ref; /* registry, weak keys: function -> bytecode */

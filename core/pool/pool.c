@@ -28,7 +28,9 @@
 typedef struct pool_thread {
   struct pool_thread *next, *prev; /* idle list, or zombie list (next) */
   ty_pool *pool;
+  struct pool_thread *anext, *aprev; /* every live thread (under mu) */
   pthread_t tid;
+  bool detached;     /* left behind by a shutdown (under mu) */
   pthread_cond_t cv; /* the thread's own: a job was handed over, or stop */
   ty_pool_job *job;  /* handed over by a submit (under the lock) */
 } pool_thread;
@@ -46,6 +48,10 @@ struct ty_pool {
   unsigned nthreads;    /* alive and not retiring: counts toward max */
   unsigned nidle;
   bool stopping;
+  bool left;          /* a shutdown left running threads behind */
+  unsigned nleft;     /* of those, still alive */
+  bool freed;         /* ty_pool_free ran: the last of them frees the pool */
+  pool_thread *alive; /* every thread not retired yet */
 
   /* ---- stats: written under mu, read by anyone without it ---- */
   _Atomic uint64_t s_threads, s_idle, s_queued, s_completed, s_rejected;
@@ -181,7 +187,28 @@ static void join_chain(pool_thread *z) {
 /* Leaves the pool: no longer counted (so a submit may start a replacement at
  * once), on the zombie list for someone to join. Caller holds mu, released
  * here; then the binding's state is closed on this thread. */
+static void pool_destroy(ty_pool *p);
+
+static void alive_remove(ty_pool *p, pool_thread *t) {
+  if (t->aprev) t->aprev->anext = t->anext;
+  else p->alive = t->anext;
+  if (t->anext) t->anext->aprev = t->aprev;
+}
+
 static void retire(ty_pool *p, pool_thread *t) {
+  alive_remove(p, t);
+  if (t->detached) { /* nobody joins us, and the pool may be ours to free */
+    bool last = --p->nleft == 0 && p->freed;
+    void (*hook)(void *, void *) = p->cfg.thread_exit;
+    void *ud = p->cfg.ud;
+    pthread_mutex_unlock(&p->mu);
+    if (tl_state && hook) hook(tl_state, ud);
+    tl_state = NULL;
+    pthread_cond_destroy(&t->cv);
+    free(t);
+    if (last) pool_destroy(p);
+    return;
+  }
   p->nthreads--;
   pool_thread *older = p->zombies;
   t->next = NULL;
@@ -241,6 +268,9 @@ static int spawn_locked(ty_pool *p, ty_pool_job *j) {
     return -rc;
   }
   p->nthreads++;
+  t->anext = p->alive;
+  if (p->alive) p->alive->aprev = t;
+  p->alive = t;
   return 0;
 }
 
@@ -307,9 +337,13 @@ static void cancel_chain(ty__node *n) {
   }
 }
 
-void ty_pool_shutdown(ty_pool *p) {
+int ty_pool_shutdown_until(ty_pool *p, uint64_t deadline_ns) {
   ty__assert(tl_pool != p);
   pthread_mutex_lock(&p->mu);
+  if (p->left) {
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+  }
   p->stopping = true;
   ty__node *queued = p->head;
   p->head = p->tail = NULL;
@@ -319,19 +353,59 @@ void ty_pool_shutdown(ty_pool *p) {
   pthread_mutex_unlock(&p->mu);
   cancel_chain(queued); /* outside the lock: a callback may do anything */
   pthread_mutex_lock(&p->mu);
-  while (p->nthreads) pthread_cond_wait(&p->done_cv, &p->mu);
+  struct timespec dl = deadline_after(
+      deadline_ns > ty__now_ns() ? deadline_ns - ty__now_ns() : 0);
+  int rc = 0;
+  while (p->nthreads && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&p->done_cv, &p->mu, &dl);
+  int left = 0;
+  if (p->nthreads) { /* jobs that do not end: leave their threads */
+    left = (int)p->nthreads;
+    for (pool_thread *t = p->alive; t; t = t->anext) {
+      t->detached = true;
+      pthread_detach(t->tid);
+    }
+    p->left = true;
+    p->nleft = p->nthreads;
+    p->nthreads = 0;
+    publish(p);
+  }
   pool_thread *z = p->zombies;
   p->zombies = NULL;
   pthread_mutex_unlock(&p->mu);
   join_chain(z);
+  return left;
+}
+
+void ty_pool_shutdown(ty_pool *p) { ty_pool_shutdown_until(p, UINT64_MAX); }
+
+static void pool_destroy(ty_pool *p) {
+  pthread_cond_destroy(&p->done_cv);
+  pthread_mutex_destroy(&p->mu);
+    free(p);
 }
 
 void ty_pool_free(ty_pool *p) {
   if (!p) return;
   ty_pool_shutdown(p);
-  pthread_cond_destroy(&p->done_cv);
-  pthread_mutex_destroy(&p->mu);
-  free(p);
+  pthread_mutex_lock(&p->mu);
+  bool theirs = p->nleft > 0; /* the last detached thread frees it */
+  p->freed = true;
+  pthread_mutex_unlock(&p->mu);
+  if (!theirs) pool_destroy(p);
+}
+
+bool ty_pool_reply_begin(void) {
+  ty_pool *p = tl_pool;
+  if (!p) return true;
+  pthread_mutex_lock(&p->mu);
+  if (!p->left) return true;
+  pthread_mutex_unlock(&p->mu);
+  return false;
+}
+
+void ty_pool_reply_end(void) {
+  if (tl_pool) pthread_mutex_unlock(&tl_pool->mu);
 }
 
 void ty_pool_stats_get(ty_pool *p, ty_pool_stats *out) {

@@ -82,8 +82,22 @@ int ty_pool_submit(ty_pool *p, ty_pool_job *j);
  * thread. Idempotent. Not from a pool thread of p (it would wait for itself).
  */
 void ty_pool_shutdown(ty_pool *p);
-/* Shuts down if needed, then frees p. */
+/*
+ * The same, but waits for running jobs only until deadline_ns (monotonic,
+ * ty__now_ns): threads still running a job then are detached and left to
+ * finish it; the pool's memory goes with the last of them. Returns how many
+ * were left. A detached thread's job must not touch what its submitter
+ * frees after the shutdown: it asks ty_pool_reply_begin first.
+ */
+int ty_pool_shutdown_until(ty_pool *p, uint64_t deadline_ns);
+/* Shuts down if needed, then frees p (or leaves it to its detached
+ * threads). */
 void ty_pool_free(ty_pool *p);
+/* On a pool thread, before a job hands its result to its submitter: false
+ * when the pool was shut down and left this thread behind (the submitter
+ * is gone; drop the result). On true, call ty_pool_reply_end after. */
+bool ty_pool_reply_begin(void);
+void ty_pool_reply_end(void);
 
 /* Counters, readable from any thread at any time without the lock. Each
  * field is exact at some instant, not all at the same one. */
