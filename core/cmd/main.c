@@ -24,12 +24,12 @@
 
 static volatile sig_atomic_t g_signal;
 
-/* The first SIGINT/SIGTERM asks tycho.run to stop the runtime (every actor
- * is destroyed, its resources closed) and the launcher then exits with
- * 128 + signal. A second one exits at once, for a script stuck in a loop
- * that never yields (the stop waits for each actor's next yield). */
+/* The first SIGINT/SIGTERM asks tycho.run to stop the runtime (running code
+ * is stopped, every actor is destroyed, its resources closed; code that
+ * cannot be stopped is left behind after --stop-timeout) and the launcher
+ * then exits with 128 + signal. A second one exits at once. */
 static void on_signal(int sig) {
-  if (g_signal) _exit(128 + sig);
+  if (g_signal) _exit(128 + sig); /* the stop has its deadline anyway */
   g_signal = sig;
   lt_interrupt();
 }
@@ -47,6 +47,11 @@ static void usage(FILE *f) {
           "or TYCHO_LOG)\n"
           "  --log-format F  text or json (default: text, or "
           "TYCHO_LOG_FORMAT)\n"
+          "  --max-slice S   seconds an actor may run without waiting before "
+          "it is\n"
+          "                  stopped (default 1; 0: never)\n"
+          "  --stop-timeout S  seconds a stop waits for running code "
+          "(default 5)\n"
           "  --version       print the version and exit\n"
           "  --help          print this help and exit\n");
 }
@@ -129,6 +134,17 @@ static int parse_level(const char *s) {
   return lv;
 }
 
+static double parse_seconds(const char *opt, const char *s, double min) {
+  char *end;
+  double v = strtod(s, &end);
+  if (!*s || *end || !(v >= min || v == 0)) {
+    fprintf(stderr, "tycho: %s wants seconds (>= %g, or 0), not '%s'\n", opt,
+            min, s);
+    exit(2);
+  }
+  return v;
+}
+
 static int parse_format(const char *s) {
   if (strcmp(s, "text") && strcmp(s, "json")) {
     fprintf(stderr, "tycho: --log-format wants text or json, not '%s'\n", s);
@@ -163,6 +179,10 @@ int main(int argc, char **argv) {
       log_json = parse_format(argv[++i]);
     } else if (!strncmp(a, "--log-format=", 13)) {
       log_json = parse_format(a + 13);
+    } else if (!strcmp(a, "--max-slice") && i + 1 < argc) {
+      lt_g.max_slice = parse_seconds(a, argv[++i], 0.01);
+    } else if (!strcmp(a, "--stop-timeout") && i + 1 < argc) {
+      lt_g.stop_timeout = parse_seconds(a, argv[++i], 0);
     } else if (!strcmp(a, "--")) {
       i++;
       break;

@@ -121,7 +121,8 @@ typedef struct lt_listener lt_listener;
  * frees it. */
 typedef struct lt_waiter {
   struct lt_waiter *next, *prev;
-  bool listed; /* under mu */
+  struct lt_waiter *hnext, *hprev; /* handed a connection, not taken yet */
+  bool listed, handed;             /* under mu */
   int fd;      /* handed over (under mu); -1: nothing yet */
   ty_actor *a; /* for its own worker */
   ty_pid pid;  /* for the others: they nudge it */
@@ -132,7 +133,10 @@ typedef struct lt_waiter {
 /* One worker's accept op: only that worker touches it. */
 typedef struct lt_lslot {
   lt_listener *l;
-  ty__io_op op; /* multishot accept; busy holds a listener reference */
+  ty__io_op op;  /* multishot accept; busy holds a listener reference */
+  unsigned gen;  /* the listener's gen when the op was armed */
+  _Atomic bool used; /* an accept was armed here once (read by the watchdog) */
+  _Atomic bool uring; /* ... on an io_uring */
 } lt_lslot;
 
 struct lt_listener {
@@ -147,6 +151,14 @@ struct lt_listener {
   unsigned qh, qn, qcap;
   int err;            /* an accept op failed: told to the next taker */
   lt_waiter *wh, *wt; /* oldest first */
+  lt_waiter *handed;  /* waiters with a connection they have not taken */
+  int backlog;
+  /* Moving accepts off a stuck worker (ltcp_listen.c, lst_on_stuck): the
+   * socket is replaced under the same descriptor; an accept op that ends
+   * with an error across a replacement is armed again, not reported. */
+  _Atomic unsigned gen;
+  _Atomic bool swapping;
+  struct lt_listener *gnext, *gprev; /* every listener (g_lst_mu) */
   unsigned n;
   lt_lslot slots[]; /* one per worker */
 };

@@ -5,6 +5,7 @@
  * (ltcp.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +13,10 @@
 #include "ltcp.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
+
+/* Every listener, for the watchdog (lst_on_stuck). */
+static pthread_mutex_t g_lst_mu = PTHREAD_MUTEX_INITIALIZER;
+static lt_listener *g_lst; /* guarded by g_lst_mu */
 
 void lt_lst_ref(lt_listener *l) {
   /* relaxed: the caller holds a reference already. */
@@ -29,6 +34,11 @@ static void q_drain(lt_listener *l) {
 
 /* No op is busy and nobody waits (each holds a reference): any thread. */
 static void lst_destroy(lt_listener *l) {
+  pthread_mutex_lock(&g_lst_mu);
+  if (l->gprev) l->gprev->gnext = l->gnext;
+  else if (g_lst == l) g_lst = l->gnext;
+  if (l->gnext) l->gnext->gprev = l->gprev;
+  pthread_mutex_unlock(&g_lst_mu);
   q_drain(l);
   free(l->q);
   close(l->fd);
@@ -78,11 +88,30 @@ static void waiter_unlink(lt_listener *l, lt_waiter *w) {
   w->listed = false;
 }
 
+/* Handed a connection, until its actor takes it (a stuck worker's never
+ * will: lst_on_stuck hands it on). Under mu. */
+static void handed_link(lt_listener *l, lt_waiter *w) {
+  w->hprev = NULL;
+  w->hnext = l->handed;
+  if (l->handed) l->handed->hprev = w;
+  l->handed = w;
+  w->handed = true;
+}
+
+static void handed_unlink(lt_listener *l, lt_waiter *w) {
+  if (!w->handed) return;
+  if (w->hprev) w->hprev->hnext = w->hnext;
+  else l->handed = w->hnext;
+  if (w->hnext) w->hnext->hprev = w->hprev;
+  w->handed = false;
+}
+
 /* Wakes an actor waiting in an I/O call: directly on its own worker; from
  * another worker with a nudge, a message that matches the LT_W_EXT wait
  * (ref UINT64_MAX) and that recv drops should it come late. */
 static void wake_any(ty_actor *a, ty_pid pid, unsigned worker) {
-  if (worker == ty_worker_id(ty_worker_current())) {
+  ty_worker *me = ty_worker_current(); /* NULL: the watchdog */
+  if (me && worker == ty_worker_id(me)) {
     ty_actor_wake(a);
     return;
   }
@@ -108,6 +137,7 @@ static unsigned hand(lt_listener *l, int fd) {
   } else if (w) {
     waiter_unlink(l, w);
     w->fd = fd;
+    handed_link(l, w);
     wake_any(w->a, w->pid, w->worker);
   } else {
     q_push(l, fd);
@@ -127,9 +157,13 @@ static void on_accept(ty__io_op *op, int res, const char *data) {
   if (res >= 0 && hand(l, res) >= ACCEPT_QUEUE && ty__io_op_armed(op))
     ty__io_cancel(ty_worker_io(ty_worker_current()), op);
   if (ty__io_op_busy(op)) return;
-  if (res == -ECANCELED) {
-    /* A pause ended. Takers that drained the queue meanwhile found the op
-     * busy and could not re-arm it: do it for them. */
+  /* acquire: pairs with the release in lst_swap; the new socket is set. */
+  bool swapped = s->gen != atomic_load_explicit(&l->gen, memory_order_acquire) ||
+                 atomic_load_explicit(&l->swapping, memory_order_acquire);
+  if (res == -ECANCELED || (res < 0 && swapped)) {
+    /* A pause ended (takers that drained the queue meanwhile found the op
+     * busy and could not re-arm it: do it for them), or the socket was
+     * replaced under us: accept on the new one. */
     slot_arm(s);
   } else if (res < 0 && !lst_closed(l)) {
     pthread_mutex_lock(&l->mu);
@@ -148,9 +182,16 @@ static void slot_arm(lt_lslot *s) {
   bool full = l->qn >= ACCEPT_QUEUE / 2;
   pthread_mutex_unlock(&l->mu);
   if (full) return;
-  int err = ty__io_accept(ty_worker_io(ty_worker_current()), &s->op, l->fd);
+  ty__io *io = ty_worker_io(ty_worker_current());
+  /* acquire: as in on_accept. */
+  s->gen = atomic_load_explicit(&l->gen, memory_order_acquire);
+  int err = ty__io_accept(io, &s->op, l->fd);
   if (!err) {
     lt_lst_ref(l);
+    /* relaxed: hints for the watchdog, which swaps at worst needlessly. */
+    atomic_store_explicit(&s->uring, ty__io_kind(io) == TY_IO_URING,
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->used, true, memory_order_relaxed);
     return;
   }
   pthread_mutex_lock(&l->mu);
@@ -223,6 +264,98 @@ static int listen_socket(struct sockaddr_storage *ss, socklen_t len,
   return fd;
 }
 
+/* ---- a worker declared stuck (the watchdog thread) ----------------------
+ *
+ * Its acceptors will never take what is handed to them, and with io_uring
+ * its armed accept keeps the socket's wake-ups: accept polls are exclusive,
+ * and its task work never runs, so no other worker would see a connection
+ * again. Another thread cannot cancel that op (SINGLE_ISSUER), so the
+ * socket itself is replaced: the backlog is accepted here and handed out,
+ * the old socket is shut down (its pending accepts end, and the stuck
+ * one's holds a dead socket), and a new one bound to the same address
+ * takes its descriptor (dup3). The other workers' accepts end with an error
+ * across the swap and are armed again on the new socket. epoll needs none
+ * of this: its readiness is not exclusive.
+ */
+
+/* A listening socket like l's, on its address; -errno on failure. */
+static int relisten(lt_listener *l) {
+  int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                  0);
+  if (fd < 0) return -errno;
+  int one = 1, v6only = 0;
+  socklen_t len = sizeof v6only;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (l->addr.ss_family == AF_INET6 &&
+      getsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len) == 0)
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+  socklen_t alen = l->addr.ss_family == AF_INET6
+                       ? sizeof(struct sockaddr_in6)
+                       : sizeof(struct sockaddr_in);
+  if (bind(fd, (struct sockaddr *)&l->addr, alen) || listen(fd, l->backlog)) {
+    int err = -errno;
+    close(fd);
+    return err;
+  }
+  return fd;
+}
+
+static void drain_backlog(lt_listener *l) {
+  int fd;
+  while ((fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+    hand(l, fd);
+}
+
+static void lst_swap(lt_listener *l) {
+  /* release (both): on_accept's acquire sees the flag, then the new gen. */
+  atomic_store_explicit(&l->swapping, true, memory_order_release);
+  drain_backlog(l);
+  shutdown(l->fd, SHUT_RD);
+  drain_backlog(l); /* what came in between (a shut-down socket answers
+                     * EINVAL once its queue is empty) */
+  int fd = relisten(l);
+  if (fd >= 0) {
+    dup3(fd, l->fd, O_CLOEXEC);
+    close(fd);
+  } else {
+    pthread_mutex_lock(&l->mu);
+    l->err = fd; /* the acceptors hear why */
+    wake_all(l);
+    pthread_mutex_unlock(&l->mu);
+  }
+  atomic_fetch_add_explicit(&l->gen, 1, memory_order_release);
+  atomic_store_explicit(&l->swapping, false, memory_order_release);
+}
+
+static void lst_on_stuck(unsigned worker) {
+  pthread_mutex_lock(&g_lst_mu);
+  for (lt_listener *l = g_lst; l; l = l->gnext) {
+    if (worker >= l->n || lst_closed(l)) continue;
+    int fds[64];
+    unsigned nfd = 0;
+    pthread_mutex_lock(&l->mu);
+    for (lt_waiter *w = l->wh, *next; w; w = next) {
+      next = w->next;
+      if (w->worker == worker) waiter_unlink(l, w); /* its worker frees it */
+    }
+    for (lt_waiter *w = l->handed, *next; w && nfd < 64; w = next) {
+      next = w->hnext;
+      if (w->worker != worker) continue;
+      handed_unlink(l, w);
+      fds[nfd++] = w->fd;
+      w->fd = -1;
+    }
+    pthread_mutex_unlock(&l->mu);
+    for (unsigned k = 0; k < nfd; k++) hand(l, fds[k]);
+    lt_lslot *s = &l->slots[worker];
+    /* relaxed: hints (see slot_arm). */
+    if (atomic_load_explicit(&s->used, memory_order_relaxed) &&
+        atomic_load_explicit(&s->uring, memory_order_relaxed))
+      lst_swap(l);
+  }
+  pthread_mutex_unlock(&g_lst_mu);
+}
+
 /* tycho.tcp.listen{host=, port=, backlog=} -> listener | nil, err */
 int lt_tcp_listen(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -253,6 +386,15 @@ int lt_tcp_listen(lua_State *L) {
   l->fd = fd;
   l->addr = ss;
   l->n = n;
+  l->backlog = backlog;
+  atomic_init(&l->gen, 0);
+  atomic_init(&l->swapping, false);
+  lt_on_stuck(lst_on_stuck);
+  pthread_mutex_lock(&g_lst_mu);
+  l->gnext = g_lst;
+  if (g_lst) g_lst->gprev = l;
+  g_lst = l;
+  pthread_mutex_unlock(&g_lst_mu);
   for (unsigned i = 0; i < n; i++) {
     l->slots[i].l = l;
     l->slots[i].op.cb = on_accept;
@@ -319,6 +461,7 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
   int fd = -1, err = 0, r = TAKE_FD;
   drop_nudges(a);
   pthread_mutex_lock(&l->mu);
+  handed_unlink(l, w);
   if (w->fd >= 0) fd = w->fd; /* handed over, even if closed since */
   else r = take_now(l, &fd, &err);
   if (r == TAKE_NONE && !timed_out) {
@@ -343,6 +486,7 @@ static void accept_cancel(ty_actor *a, lt_actor *la) {
   lt_listener *l = w->l;
   pthread_mutex_lock(&l->mu);
   waiter_unlink(l, w);
+  handed_unlink(l, w);
   int fd = w->fd;
   pthread_mutex_unlock(&l->mu);
   free(w);

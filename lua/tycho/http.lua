@@ -241,11 +241,13 @@ function http._acceptor(l, spec, opts, gauge, supervisor)
   end
 end
 
+-- Returns the acceptor's pid, or nil when worker w is stuck (see README,
+-- "Guarantees and limits"): the supervisor tries again later.
 local function spawn_acceptor(s, w)
   local pid = core._spawn_at(w, function(...)
     return require("tycho.http")._acceptor(...)
   end, s.listener, s.spec, s.opts, s.gauge, s.supervisor)
-  s.by_pid[pid] = w
+  if pid then s.by_pid[pid] = w end
   return pid
 end
 
@@ -264,10 +266,21 @@ local function supervise(s)
     starting[pid] = true
     tycho.monitor(pid)
   end
-  local waiting = {}
+  local waiting, stuck = {}, {}
+  local function respawn(w)
+    local pid = spawn_acceptor(s, w)
+    if pid then
+      stuck[w] = nil
+      tycho.monitor(pid)
+    else
+      stuck[w] = true -- its worker is stuck: try again in a while
+    end
+  end
   while true do
-    local what, a, b = tycho.recv()
-    if what == "ready" then
+    local what, a, b = tycho.recv(next(stuck) and 1 or nil)
+    if what == nil and a == "timeout" then
+      for w in pairs(stuck) do if s.open then respawn(w) else stuck[w] = nil end end
+    elseif what == "ready" then
       starting[a] = nil
     elseif what == "started?" then
       started = tycho.response()
@@ -281,14 +294,14 @@ local function supervise(s)
         failure = failure or tostring(b)
       elseif s.open then
         log(("acceptor on worker %d ended (%s); restarting it"):format(w, tostring(b)))
-        tycho.monitor(spawn_acceptor(s, w))
+        respawn(w)
       end
     end
     if started and next(starting) == nil then
       started(failure == nil, failure)
       started = nil
     end
-    if not s.open and next(s.by_pid) == nil then
+    if not s.open and next(s.by_pid) == nil and next(stuck) == nil then
       for _, answer in ipairs(waiting) do answer(true) end
       return
     end
