@@ -91,6 +91,16 @@ static int submit(ty_pool_job *j) {
   return rc;
 }
 
+static int g_left; /* threads left behind by shutdowns (lt_pool_left) */
+
+int lt_pool_left(void) {
+  pthread_rwlock_wrlock(&g_lock);
+  int n = g_left;
+  g_left = 0;
+  pthread_rwlock_unlock(&g_lock);
+  return n;
+}
+
 int lt_pool_shutdown(void) {
   pthread_rwlock_wrlock(&g_lock);
   ty_pool *p = g_pool;
@@ -103,6 +113,9 @@ int lt_pool_shutdown(void) {
   int left = ty_pool_shutdown_until(p, dl);
   ty_pool_free(p);
   if (left) ty__pin_code(); /* their code must stay mapped */
+  pthread_rwlock_wrlock(&g_lock);
+  g_left += left;
+  pthread_rwlock_unlock(&g_lock);
   return left;
 }
 

@@ -30,6 +30,8 @@ void lt_pool_stats_push(lua_State *L);
  * deadline (lt_g.stop_deadline_ns; none outside a stop): threads whose job
  * has not returned by then are left to it (pool.h). Returns how many. */
 int lt_pool_shutdown(void);
+/* How many pool threads shutdowns left behind since the last call. */
+int lt_pool_left(void);
 
 /*
  * Starts resolving `host` on the pool; the answer comes to actor `to` as a

@@ -204,7 +204,8 @@ static void stop_runtime(ty_runtime *rt) {
   double t = lt_g.stop_timeout, margin = t / 4 < 0.25 ? t / 4 : 0.25;
   lt_g.stop_deadline_ns = ty__now_ns() + (uint64_t)((t - margin) * 1e9);
   int left = ty_runtime_stop(rt);
-  left += lt_pool_shutdown(); /* if no worker state did it (all abandoned) */
+  lt_pool_shutdown(); /* if no worker state did it (all abandoned) */
+  left += lt_pool_left();
   lt_g.stop_deadline_ns = 0;
   if (left)
     ty__logf(TY_LOG_WARN, -1, 0,
