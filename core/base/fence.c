@@ -14,7 +14,9 @@
 static int g_cmd; /* the membarrier command that works here, or 0 */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static int membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }
+static int membarrier(int cmd) {
+  return (int)syscall(SYS_membarrier, cmd, 0, 0);
+}
 
 static void init_once(void) {
   if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)

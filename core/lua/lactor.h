@@ -84,9 +84,9 @@ struct lt_actor {
   const _Atomic uint32_t *flag;
   uint8_t preempted;
   bool frozen;
-  char *origin; /* forks and main scripts: where their function is */
-  ty_pid pid;           /* this actor's (or fork's) own pid, once known */
-  ty_pid parent;        /* a fork's actor (0 for actors) */
+  char *origin;  /* forks and main scripts: where their function is */
+  ty_pid pid;    /* this actor's (or fork's) own pid, once known */
+  ty_pid parent; /* a fork's actor (0 for actors) */
   /* Forks live on their actor's worker, so plain pointers are safe there:
    * a fork points at its actor while the actor lives (the actor clears it
    * when it ends), and the actor lists its forks. */

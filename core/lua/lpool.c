@@ -38,12 +38,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/fence.h"
 #include "lapi.h"
 #include "lfn.h"
 #include "lpool.h"
 #include "lrun.h"
 #include "lstate.h"
-#include "base/fence.h"
 #include "pool/pool.h"
 
 /* ---- settings (tycho.pool_config; read when a pool is created) ---------- */

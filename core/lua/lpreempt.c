@@ -118,8 +118,7 @@ int lt_after_preempt(ty_actor *a, lt_actor *la, int status) {
   int kind = ty_preempt(lw->w, true, &pid);
   int fired = la->preempted;
   la->preempted = 0;
-  if (kind == TY_PREEMPT_KILL && la->pid != pid && la->parent != pid)
-    kind = 0;
+  if (kind == TY_PREEMPT_KILL && la->pid != pid && la->parent != pid) kind = 0;
   if (!kind) kind = fired;
   /* Not stopped: it returned or waited on its own before anything fired. */
   if (!kind || (!fired && status <= LUA_YIELD)) return -1;
@@ -131,8 +130,7 @@ int lt_after_preempt(ty_actor *a, lt_actor *la, int status) {
   case TY_PREEMPT_KILL:
     la->frozen = true; /* its kill is on the way: lt_resume waits for it */
     return TY_YIELD;
-  default: /* stopping, or stuck: the worker destroys it */
-    return TY_YIELD;
+  default: /* stopping, or stuck: the worker destroys it */ return TY_YIELD;
   }
 }
 

@@ -17,10 +17,10 @@ typedef struct lt_global {
   int io;           /* TY_IO_* (-1: not set: TYCHO_IO, else auto) */
   double call_timeout;
   size_t max_message;
-  double max_slice;         /* seconds a resume may run (0: no watchdog) */
-  double stop_timeout;      /* seconds a stop waits for workers, the pool */
+  double max_slice;          /* seconds a resume may run (0: no watchdog) */
+  double stop_timeout;       /* seconds a stop waits for workers, the pool */
   uint64_t stop_deadline_ns; /* of the stop under way (ty__now_ns) */
-  char *path, *cpath; /* package.path/cpath handed to worker states */
+  char *path, *cpath;        /* package.path/cpath handed to worker states */
   int argc;
   char **argv;
   lua_CFunction opener; /* luaopen_tycho_core of this copy of the core */

@@ -22,7 +22,7 @@ typedef struct lt_worker {
   bool in_lua;
   lua_Alloc alloc; /* the state's own allocator, wrapped by lt_alloc */
   void *alloc_ud;
-  char where[192]; /* where the last preempted code was */
+  char where[192];   /* where the last preempted code was */
   ty__buf buf;       /* the encode buffer of this worker's sends */
   int fncache_ref;   /* registry: bytecode string -> function */
   int dumpcache_ref; /* registry, weak keys: function -> bytecode */

@@ -123,9 +123,9 @@ typedef struct lt_waiter {
   struct lt_waiter *next, *prev;
   struct lt_waiter *hnext, *hprev; /* handed a connection, not taken yet */
   bool listed, handed;             /* under mu */
-  int fd;      /* handed over (under mu); -1: nothing yet */
-  ty_actor *a; /* for its own worker */
-  ty_pid pid;  /* for the others: they nudge it */
+  int fd;                          /* handed over (under mu); -1: nothing yet */
+  ty_actor *a;                     /* for its own worker */
+  ty_pid pid;                      /* for the others: they nudge it */
   unsigned worker;
   lt_listener *l;
 } lt_waiter;
@@ -133,9 +133,9 @@ typedef struct lt_waiter {
 /* One worker's accept op: only that worker touches it. */
 typedef struct lt_lslot {
   lt_listener *l;
-  ty__io_op op;  /* multishot accept; busy holds a listener reference */
-  unsigned gen;  /* the listener's gen when the op was armed */
-  _Atomic bool used; /* an accept was armed here once (read by the watchdog) */
+  ty__io_op op;       /* multishot accept; busy holds a listener reference */
+  unsigned gen;       /* the listener's gen when the op was armed */
+  _Atomic bool used;  /* an accept was armed here once (read by the watchdog) */
   _Atomic bool uring; /* ... on an io_uring */
 } lt_lslot;
 

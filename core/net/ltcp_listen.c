@@ -158,8 +158,9 @@ static void on_accept(ty__io_op *op, int res, const char *data) {
     ty__io_cancel(ty_worker_io(ty_worker_current()), op);
   if (ty__io_op_busy(op)) return;
   /* acquire: pairs with the release in lst_swap; the new socket is set. */
-  bool swapped = s->gen != atomic_load_explicit(&l->gen, memory_order_acquire) ||
-                 atomic_load_explicit(&l->swapping, memory_order_acquire);
+  bool swapped =
+      s->gen != atomic_load_explicit(&l->gen, memory_order_acquire) ||
+      atomic_load_explicit(&l->swapping, memory_order_acquire);
   if (res == -ECANCELED || (res < 0 && swapped)) {
     /* A pause ended (takers that drained the queue meanwhile found the op
      * busy and could not re-arm it: do it for them), or the socket was
@@ -280,8 +281,8 @@ static int listen_socket(struct sockaddr_storage *ss, socklen_t len,
 
 /* A listening socket like l's, on its address; -errno on failure. */
 static int relisten(lt_listener *l) {
-  int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                  0);
+  int fd =
+      socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
   int one = 1, v6only = 0;
   socklen_t len = sizeof v6only;
@@ -289,9 +290,8 @@ static int relisten(lt_listener *l) {
   if (l->addr.ss_family == AF_INET6 &&
       getsockopt(l->fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len) == 0)
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
-  socklen_t alen = l->addr.ss_family == AF_INET6
-                       ? sizeof(struct sockaddr_in6)
-                       : sizeof(struct sockaddr_in);
+  socklen_t alen = l->addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                 : sizeof(struct sockaddr_in);
   if (bind(fd, (struct sockaddr *)&l->addr, alen) || listen(fd, l->backlog)) {
     int err = -errno;
     close(fd);

@@ -382,7 +382,7 @@ void ty_pool_shutdown(ty_pool *p) { ty_pool_shutdown_until(p, UINT64_MAX); }
 static void pool_destroy(ty_pool *p) {
   pthread_cond_destroy(&p->done_cv);
   pthread_mutex_destroy(&p->mu);
-    free(p);
+  free(p);
 }
 
 void ty_pool_free(ty_pool *p) {

@@ -232,7 +232,7 @@ void ty_runtime_free(ty_runtime *rt) {
     pthread_mutex_unlock(&g_kept_mu);
     return;
   }
-  ty__runtime_drain(rt);    /* idempotent: a stop drained already */
+  ty__runtime_drain(rt); /* idempotent: a stop drained already */
   for (unsigned i = 0; i < rt->n; i++) {
     ty_worker *w = &rt->workers[i];
     close(w->wake_fd);

@@ -105,7 +105,7 @@ typedef struct ty__wd {
   size_t ndead, capdead;
   uint64_t stuck_since_ns;
   /* The watchdog thread's own: what it saw at its last look. */
-  uint64_t seen_seq, seen_ns;
+  uint64_t seen_seq, seen_ns, seen_cpu;
   bool asked; /* a slice request was posted for seen_seq */
 } ty__wd;
 
@@ -140,8 +140,8 @@ struct ty_worker {
   uint32_t place_left;  /* spawns left in the block */
   uint32_t *free_slots; /* pid slots this worker may reuse */
   size_t nfree, capfree;
-  size_t live; /* started actors on this worker */
-  uint64_t resumes; /* resumes run (its wd.seq is 2 * resumes [+ 1]) */
+  size_t live;         /* started actors on this worker */
+  uint64_t resumes;    /* resumes run (its wd.seq is 2 * resumes [+ 1]) */
   uint32_t seen_stuck; /* rt->stuck_epoch last handled */
 
   ty__spawnq spawnq;

@@ -132,7 +132,7 @@ void ty_interrupt_pid(ty_runtime *rt, ty_pid pid) {
   uint64_t word = ty__pidtab_lookup(&rt->pids, pid, &e);
   if (!word || ty__w_state(word) != TY__S_LIVE || !rt->ops.interrupt) return;
   ty_worker *me = worker_in(rt), *w = &rt->workers[ty__w_home(word)];
-  if (me == w) return; /* it is not running: we are */
+  if (me == w) return;         /* it is not running: we are */
   if (me) ty__publish_all(me); /* the kill signal on its way first */
   pthread_mutex_lock(&w->wd.mu);
   /* acquire: as the watchdog's sampling. */
@@ -232,8 +232,8 @@ static void move_work(ty_worker *w) {
 /* ---- declaring a worker stuck ------------------------------------------ */
 
 static void add_dead(ty__wd *d, ty_actor *a) {
-  if (d->ndead == d->capdead) ty__grow(&d->dead, &d->capdead, d->ndead + 1,
-                                       sizeof *d->dead, 64);
+  if (d->ndead == d->capdead)
+    ty__grow(&d->dead, &d->capdead, d->ndead + 1, sizeof *d->dead, 64);
   d->dead[d->ndead++] = a;
 }
 
@@ -297,6 +297,24 @@ out:
     if (i != w->id) ty__worker_unpark(&rt->workers[i]);
 }
 
+/* CPU time of w's thread, or the wall clock where it cannot be read. */
+static uint64_t cpu_ns(ty_worker *w, uint64_t now) {
+  clockid_t id;
+  struct timespec ts;
+  if (pthread_getcpuclockid(w->thread, &id) || clock_gettime(id, &ts))
+    return now;
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* How long the resume has run, as the slice counts it: the worker thread's
+ * CPU time (so that an overloaded machine does not turn a busy actor into
+ * a runaway), but at least half the wall time (so that one starved of CPU
+ * is still stopped within two slices of it). */
+static uint64_t ran_for(ty_worker *w, uint64_t now) {
+  uint64_t cpu = cpu_ns(w, now) - w->wd.seen_cpu, wall = now - w->wd.seen_ns;
+  return cpu > wall / 2 ? cpu : wall / 2;
+}
+
 /* One look at one worker. */
 static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   ty__wd *d = &w->wd;
@@ -313,10 +331,11 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   if (!(s & 1) || s != d->seen_seq) {
     d->seen_seq = s;
     d->seen_ns = now;
+    if (s & 1) d->seen_cpu = cpu_ns(w, now);
     d->asked = false;
     return;
   }
-  uint64_t ran = now - d->seen_ns; /* at most one tick short of the truth */
+  uint64_t ran = ran_for(w, now); /* at most one tick short of the truth */
   if (ran >= slice && !d->asked) {
     d->asked = true;
     pthread_mutex_lock(&d->mu);
@@ -393,10 +412,10 @@ static void clear_queues(ty_worker *w, ty__list *unstarted) {
   ty__node *n;
   while ((n = ty__list_pop(&w->ready))) {
     ty_actor *a = (ty_actor *)n;
-    if (!a->started && ty__w_state(atomic_load_explicit(
-                           &ty__pidtab_get(&rt->pids, ty__pid_slot(a->pid))
-                                ->word,
-                           memory_order_relaxed)) == TY__S_PENDING)
+    ty__pident *e = ty__pidtab_get(&rt->pids, ty__pid_slot(a->pid));
+    /* relaxed: only this thread and the watchdog (under mu) cancel. */
+    uint64_t word = atomic_load_explicit(&e->word, memory_order_relaxed);
+    if (!a->started && ty__w_state(word) == TY__S_PENDING)
       ty__list_push(unstarted, n);
   }
   w->ready_len = 0;
@@ -428,10 +447,11 @@ static void revive(ty_worker *w) {
     ty__actor_free(d->dead[i]);
   }
   w->live -= d->ndead < w->live ? d->ndead : w->live;
-  TY__STAT_ADD(w, actors, (uint64_t)-(int64_t)d->ndead);
+  TY__STAT_ADD(w, actors, 0 - (uint64_t)d->ndead);
   d->ndead = 0;
   ty__node *n;
-  while ((n = ty__list_pop(&unstarted))) ty__wd_cancel_request(rt, (ty_actor *)n);
+  while ((n = ty__list_pop(&unstarted)))
+    ty__wd_cancel_request(rt, (ty_actor *)n);
   d->state = TY__WD_OK;
   drop_req(w);
   flag_clear(w, TY__WDF_CLAIM | TY__WDF_STUCK);

@@ -27,6 +27,10 @@
   X(rt_dead_pid, 30)                                                           \
   X(rt_timers, 60)                                                             \
   X(rt_stop_with_actors, 30)                                                   \
+  X(wd_slice, 30)                                                              \
+  X(wd_stale_requests, 120)                                                    \
+  X(wd_stuck, 30)                                                              \
+  X(wd_stop_abandons, 30)                                                      \
   TY_TEST_LIST_IO(X)                                                           \
   TY_TEST_LIST_POOL(X)
 
@@ -53,4 +57,5 @@
   X(pool_retire, 30)                                                           \
   X(pool_one_thread, 300)                                                      \
   X(pool_shutdown_queued, 30)                                                  \
-  X(pool_stress, 300)
+  X(pool_stress, 300)                                                          \
+  X(pool_abandons_hung_job, 30)

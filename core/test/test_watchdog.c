@@ -1,0 +1,275 @@
+/*
+ * test_watchdog.c - the watchdog with C actors (docs/architecture.md,
+ * "Runaway actors"): a resume over the slice gets a request; one that
+ * ignores it gets its worker declared stuck (actors dead, placement
+ * elsewhere) and revived when it returns; a stop abandons it within its
+ * deadline; the pool leaves a never-returning job behind. Real threads.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool/pool.h"
+#include "sched/ty.h"
+#include "test.h"
+
+static _Atomic int g_kinds[2]; /* per worker: kind asked (0: none) */
+static _Atomic long g_asks;    /* interrupt calls with a kind */
+static _Atomic int g_release;  /* lets the stuck actor return */
+static _Atomic int g_running;  /* the stuck actor started */
+static _Atomic long g_done, g_destroyed, g_dead, g_peer;
+
+typedef int (*step_fn)(ty_actor *a);
+
+static int w_resume(ty_actor *a, void *ud) {
+  (void)ud;
+  return ((step_fn)a->user)(a);
+}
+static void w_destroy(ty_actor *a, ty_worker *w, void *ud) {
+  (void)a, (void)w, (void)ud;
+  atomic_fetch_add(&g_destroyed, 1);
+}
+static void w_interrupt(ty_worker *w, int kind, uint64_t seq, void *ud) {
+  (void)seq, (void)ud;
+  if (kind) atomic_fetch_add(&g_asks, 1);
+  atomic_store(&g_kinds[ty_worker_id(w) & 1], kind);
+}
+static void w_stuck(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
+                    void *ud) {
+  (void)w, (void)running, (void)dead, (void)ud;
+  atomic_fetch_add(&g_dead, (long)n);
+}
+static void w_peer(ty_worker *w, void *ud) {
+  (void)w, (void)ud;
+  atomic_fetch_add(&g_peer, 1);
+}
+
+static const ty_actor_ops ops = {.resume = w_resume,
+                                 .destroy = w_destroy,
+                                 .interrupt = w_interrupt,
+                                 .stuck = w_stuck,
+                                 .peer_stuck = w_peer};
+
+/* The request standing for the calling worker. */
+static int kind_here(void) {
+  return atomic_load_explicit(&g_kinds[ty_worker_id(ty_worker_current()) & 1],
+                              memory_order_relaxed);
+}
+
+static void reset(void) {
+  atomic_store(&g_kinds[0], 0);
+  atomic_store(&g_kinds[1], 0);
+  atomic_store(&g_asks, 0);
+  atomic_store(&g_release, 0);
+  atomic_store(&g_running, 0);
+  atomic_store(&g_done, 0);
+  atomic_store(&g_destroyed, 0);
+  atomic_store(&g_dead, 0);
+  atomic_store(&g_peer, 0);
+}
+
+static ty_runtime *start(unsigned workers, double slice, double stop) {
+  ty_config c;
+  ty_config_init(&c);
+  c.workers = workers;
+  c.max_slice_ns = (uint64_t)(slice * 1e9);
+  c.stop_timeout_ns = (uint64_t)(stop * 1e9);
+  ty_runtime *rt;
+  if (ty_runtime_new(&c, &ops, NULL, &rt)) return NULL;
+  ty_runtime_start(rt);
+  return rt;
+}
+
+static bool wait_for(_Atomic long *v, long target, double seconds) {
+  uint64_t end = ty__now_ns() + (uint64_t)(seconds * 1e9);
+  while (atomic_load(v) < target)
+    if (ty__now_ns() > end) return false;
+    else usleep(200);
+  return true;
+}
+
+/* Spins until asked to stop, as a hook would make Lua code do. */
+static int step_coop(ty_actor *a) {
+  (void)a;
+  while (!kind_here()) ty__cpu_relax();
+  atomic_fetch_add(&g_done, 1);
+  return TY_DONE;
+}
+
+/* Ignores every request, like a compiled loop, until released. */
+static int step_stuck(ty_actor *a) {
+  (void)a;
+  atomic_store(&g_running, 1);
+  while (!atomic_load_explicit(&g_release, memory_order_relaxed))
+    ty__cpu_relax();
+  return TY_DONE;
+}
+
+static int step_finish(ty_actor *a) {
+  (void)a;
+  atomic_fetch_add(&g_done, 1);
+  return TY_DONE;
+}
+
+static int step_wait(ty_actor *a) {
+  ty_actor_wait(a, -1, 0);
+  return TY_WAIT;
+}
+
+/* Many short resumes (yields) while the slice is tiny, and now and then
+ * one that runs until it is asked to stop (then yields, as preempted code
+ * would): requests for resumes that ended must be dropped, never applied
+ * to the next one, and nobody is declared stuck. */
+static int step_yields(ty_actor *a) {
+  long *left = (long *)&a->wait_ref; /* a counter the core leaves alone */
+  if (a->wait_ref == 0) *left = 200;
+  if (--*left == 0) {
+    atomic_fetch_add(&g_done, 1);
+    return TY_DONE;
+  }
+  if (*left % 50 == 0) {
+    uint64_t end = ty__now_ns() + 200000000ull;
+    while (!kind_here() && ty__now_ns() < end) ty__cpu_relax();
+  }
+  return TY_YIELD;
+}
+
+TEST_IMPL(wd_slice) {
+  reset();
+  ty_runtime *rt = start(2, 0.05, 5);
+  CHECK(rt);
+  ty_pid pid;
+  CHECK_EQ(ty_spawn(rt, (void *)step_coop, &pid), 0);
+  CHECK(wait_for(&g_done, 1, 5));
+  CHECK(atomic_load(&g_asks) >= 1);
+  ty_worker_stats s;
+  ty_worker_stats_get(rt, 0, &s);
+  ty_worker_stats t;
+  ty_worker_stats_get(rt, 1, &t);
+  CHECK(s.preempts + t.preempts >= 1);
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  return 0;
+}
+
+TEST_IMPL(wd_stale_requests) {
+  reset();
+  ty_runtime *rt = start(2, 0.02, 5);
+  CHECK(rt);
+  long n = test_scaled(50, 10);
+  for (long i = 0; i < n; i++) {
+    ty_pid pid;
+    CHECK_EQ(ty_spawn(rt, (void *)step_yields, &pid), 0);
+  }
+  CHECK(wait_for(&g_done, n, 120));
+  CHECK(atomic_load(&g_asks) >= 1);
+  CHECK_EQ(atomic_load(&g_dead), 0); /* nobody was declared stuck */
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  return 0;
+}
+
+TEST_IMPL(wd_stuck) {
+  reset();
+  ty_runtime *rt = start(2, 0.05, 5);
+  CHECK(rt);
+  ty_pid waiter, runner;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &waiter), 0);
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_stuck, &runner), 0);
+  uint64_t t0 = ty__now_ns();
+  while (!ty_worker_is_stuck(rt, 1)) {
+    CHECK(ty__now_ns() - t0 < 3000000000ull);
+    usleep(1000);
+  }
+  CHECK(ty__now_ns() - t0 < 1000000000ull); /* two slices, and a start */
+  CHECK_EQ(atomic_load(&g_dead), 2);
+  CHECK(!ty_pid_alive(rt, waiter));
+  CHECK(!ty_pid_alive(rt, runner));
+  CHECK(wait_for(&g_peer, 1, 2)); /* worker 0 was told */
+  ty_pid p;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_finish, &p), -EHOSTDOWN);
+  ty_msg *m = ty_msg_new(0);
+  m->to = waiter;
+  CHECK_EQ(ty_send(rt, m), -ESRCH);
+  ty_msg_free(m);
+  for (int i = 0; i < 50; i++)
+    CHECK_EQ(ty_spawn(rt, (void *)step_finish, &p), 0);
+  CHECK(wait_for(&g_done, 50, 5)); /* on worker 0 */
+  /* The stuck code returns: the worker destroys its dead and comes back. */
+  atomic_store(&g_release, 1);
+  t0 = ty__now_ns();
+  while (ty_worker_is_stuck(rt, 1)) {
+    CHECK(ty__now_ns() - t0 < 3000000000ull);
+    usleep(1000);
+  }
+  CHECK(wait_for(&g_destroyed, 52, 5));
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_finish, &p), 0);
+  CHECK(wait_for(&g_done, 51, 5));
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  return 0;
+}
+
+TEST_IMPL(wd_stop_abandons) {
+  reset();
+  ty_runtime *rt = start(2, 10, 0.2); /* no declaration: the deadline acts */
+  CHECK(rt);
+  ty_pid p;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_stuck, &p), 0);
+  while (!atomic_load(&g_running)) usleep(1000);
+  uint64_t t0 = ty__now_ns();
+  CHECK_EQ(ty_runtime_stop(rt), 1);
+  uint64_t took = ty__now_ns() - t0;
+  CHECK(took < 1000000000ull);
+  CHECK(took >= 150000000ull);
+  ty_runtime_free(rt);         /* kept for the thread: a no-op */
+  atomic_store(&g_release, 1); /* its code returns: it must stay out */
+  usleep(50000);
+  return 0;
+}
+
+/* ---- the pool ------------------------------------------------------------ */
+
+typedef struct hang_job {
+  ty_pool_job base;
+  _Atomic int *release, *replied, *ran;
+} hang_job;
+
+static void hang_run(ty_pool_job *j) {
+  hang_job *h = (hang_job *)j;
+  atomic_store(h->ran, 1);
+  while (!atomic_load(h->release)) usleep(1000);
+  if (ty_pool_reply_begin()) {
+    atomic_store(h->replied, 1);
+    ty_pool_reply_end();
+  } else {
+    atomic_store(h->replied, 2);
+  }
+  free(h);
+}
+
+TEST_IMPL(pool_abandons_hung_job) {
+  static _Atomic int release, replied, ran;
+  atomic_store(&release, 0);
+  atomic_store(&replied, 0);
+  atomic_store(&ran, 0);
+  ty_pool *p;
+  CHECK_EQ(ty_pool_new(NULL, &p), 0);
+  hang_job *h = calloc(1, sizeof *h);
+  h->base.run = hang_run;
+  h->release = &release;
+  h->replied = &replied;
+  h->ran = &ran;
+  CHECK_EQ(ty_pool_submit(p, &h->base), 0);
+  while (!atomic_load(&ran)) usleep(1000);
+  uint64_t t0 = ty__now_ns();
+  CHECK_EQ(ty_pool_shutdown_until(p, t0 + 100000000ull), 1);
+  CHECK(ty__now_ns() - t0 < 1000000000ull);
+  ty_pool_free(p); /* the detached thread frees it */
+  atomic_store(&release, 1);
+  uint64_t end = ty__now_ns() + 2000000000ull;
+  while (!atomic_load(&replied)) CHECK(ty__now_ns() < end);
+  CHECK_EQ(atomic_load(&replied), 2); /* told its submitter is gone */
+  usleep(20000);                      /* let it retire and free the pool */
+  return 0;
+}
