@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "ltcp.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
@@ -318,6 +319,9 @@ static void lst_swap(lt_listener *l) {
     dup3(fd, l->fd, O_CLOEXEC);
     close(fd);
   } else {
+    ty__logf(TY_LOG_ERROR, -1, 0,
+             "tcp listener: cannot listen again after a stuck worker: %s",
+             strerror(-fd));
     pthread_mutex_lock(&l->mu);
     l->err = fd; /* the acceptors hear why */
     wake_all(l);

@@ -105,8 +105,8 @@ typedef struct ty__wd {
   size_t ndead, capdead;
   uint64_t stuck_since_ns;
   /* The watchdog thread's own: what it saw at its last look. */
-  uint64_t seen_seq, seen_ns, seen_cpu;
-  bool asked; /* a slice request was posted for seen_seq */
+  uint64_t seen_seq, seen_ns, seen_cpu, asked_ns;
+  bool asked; /* a slice request was posted for seen_seq (at asked_ns) */
 } ty__wd;
 
 struct ty_worker {

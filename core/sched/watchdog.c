@@ -306,10 +306,10 @@ static uint64_t cpu_ns(ty_worker *w, uint64_t now) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* How long the resume has run, as the slice counts it: the worker thread's
- * CPU time (so that an overloaded machine does not turn a busy actor into
- * a runaway), but at least half the wall time (so that one starved of CPU
- * is still stopped within two slices of it). */
+/* How long the resume has run, as the slice counts it before asking it to
+ * stop: the worker thread's CPU time (so that an overloaded machine does
+ * not turn a busy actor into a runaway), but at least half the wall time
+ * (so that one starved of CPU is still asked within two slices). */
 static uint64_t ran_for(ty_worker *w, uint64_t now) {
   uint64_t cpu = cpu_ns(w, now) - w->wd.seen_cpu, wall = now - w->wd.seen_ns;
   return cpu > wall / 2 ? cpu : wall / 2;
@@ -338,6 +338,7 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   uint64_t ran = ran_for(w, now); /* at most one tick short of the truth */
   if (ran >= slice && !d->asked) {
     d->asked = true;
+    d->asked_ns = now;
     pthread_mutex_lock(&d->mu);
     if (d->state == TY__WD_OK) {
       post(w, TY_PREEMPT_SLICE, s, 0);
@@ -346,7 +347,12 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
     }
     pthread_mutex_unlock(&d->mu);
   }
-  if (ran + 2 * tick >= 2 * slice) declare(w, s, now);
+  /* Stuck: two slices of wall time, and the request had a quarter slice
+   * to work (it may have come late on a loaded machine). */
+  uint64_t wall = now - d->seen_ns;
+  if (d->asked && wall + 2 * tick >= 2 * slice &&
+      now - d->asked_ns >= slice / 4)
+    declare(w, s, now);
 }
 
 static void *wd_main(void *arg) {
