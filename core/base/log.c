@@ -289,6 +289,11 @@ void ty__log_bool(ty__logev *e, const char *key, bool v) {
   else put(e, "false", 5);
 }
 
+void ty__log_null(ty__logev *e, const char *key) {
+  put_key(e, key);
+  put(e, "null", 4);
+}
+
 void ty__log_end(ty__logev *e) {
   if (e->json) {
     if (e->len == sizeof e->buf - 1) e->len -= 2; /* cut: close it anyway */

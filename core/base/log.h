@@ -55,6 +55,7 @@ void ty__log_begin(ty__logev *e, int level, int worker, uint64_t pid,
 void ty__log_str(ty__logev *e, const char *key, const char *v, size_t vlen);
 void ty__log_num(ty__logev *e, const char *key, double v);
 void ty__log_bool(ty__logev *e, const char *key, bool v);
+void ty__log_null(ty__logev *e, const char *key); /* key=null / "key":null */
 /* Queues the event (or drops it when the queue is full). */
 void ty__log_end(ty__logev *e);
 

@@ -23,6 +23,9 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_proc(L);
   lt_open_run(L);
   lt_open_pool(L);
+  lt_open_child(L);
+  lt_open_timer(L);
+  lt_open_log(L);
   lt_open_net(L);
   lt_open_http(L);
   lua_pushliteral(L, TYCHO_VERSION);

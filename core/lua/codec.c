@@ -444,6 +444,12 @@ static int enc_value(enc *e, int idx, int type, int depth) {
     if (r <= 0) return r;
     return walk_fail_type(&e->w, idx, depth, false);
   }
+  case LUA_TLIGHTUSERDATA:
+    if (!is_null_sentinel(L, idx))
+      return walk_fail_type(&e->w, idx, depth, false);
+    if (!(p = enc_put(e, 1))) return -1;
+    *p = TAG_NULL;
+    return 0;
   default: return walk_fail_type(&e->w, idx, depth, false);
   }
 }
@@ -498,6 +504,11 @@ static int cp_scalar(cp *c, int idx, int type, int depth) {
   case LUA_TBOOLEAN: need = 1; break;
   case LUA_TNUMBER: need = num_size(lua_tonumber(c->w.L, idx), &i); break;
   case LUA_TSTRING: need = str_size(lua_objlen(c->w.L, idx)); break;
+  case LUA_TLIGHTUSERDATA:
+    if (!is_null_sentinel(c->w.L, idx))
+      return walk_fail_type(&c->w, idx, depth, false);
+    need = 1;
+    break;
   default: return walk_fail_type(&c->w, idx, depth, false);
   }
   return cp_account(c, need);

@@ -2,7 +2,8 @@
  * codec.h - the message codec: Lua values <-> bytes.
  *
  * Messages between actors are copied (docs/architecture.md): nil, booleans,
- * numbers, strings and tables of those; pids are plain numbers. A message
+ * numbers, strings, the null sentinel (a NULL light userdata) and tables of
+ * those; pids are plain numbers. A message
  * that crosses workers is encoded into bytes on the sender's Lua state and
  * decoded on the receiver's; one between actors of the same worker is deep
  * copied in place (ty__codec_copy), with exactly the errors encode+decode
@@ -24,6 +25,8 @@
  *   0x05 string: varint length, bytes
  *   0x06 table: varint narr, u32 nhash, narr values, nhash key/value pairs
  *   0x07 handle: u64 token (only with hooks installed; see below)
+ *   0x08 null: the NULL light userdata (JSON's null in lua-cjson and
+ *        OpenResty: tycho.json.null), decoded as that same value
  *   0x40..0x7f string of 0..63 bytes    0x80..0xff integer 0..127
  * A buffer holds a sequence of values; concatenated encodings decode to the
  * concatenated value lists.
@@ -91,6 +94,8 @@ int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
  * (through the hooks' drop); does nothing for a message without handles.
  * Needs no Lua state: any thread. */
 void ty__codec_release(const char *data, size_t len);
+/* Does an encoded message hold a handle (something that moves once)? */
+bool ty__codec_has_handles(const char *data, size_t len);
 
 /* Appends one number / one string to an encoding, with no Lua state (a
  * message built on a thread that has none). 0, or -1 when out of memory. */

@@ -68,6 +68,9 @@ static int dec_body(dec *d, int t, int depth, size_t narr, size_t nhash) {
     const uint8_t *at = d->p;
     if (dec_value(d, depth + 1) < 0) return -1;
     if (bad_key(L)) return dec_fail(d, "nil or NaN table key", at);
+    /* Encode never writes one (a key must be a plain value). */
+    if (lua_type(L, -1) == LUA_TLIGHTUSERDATA)
+      return dec_fail(d, "null table key", at);
     if (dec_value(d, depth + 1) < 0) return -1;
     if (lua_type(L, -1) == LUA_TNIL) lua_pop(L, 2);
     else lua_rawset(L, t);
@@ -137,6 +140,7 @@ static int dec_value(dec *d, int depth) {
     return dec_lstr(d, len, at);
   case TAG_TABLE: return dec_table(d, depth, at);
   case TAG_HANDLE: return dec_handle(d, at);
+  case TAG_NULL: lua_pushlightuserdata(L, NULL); return 0;
   default: return dec_fail(d, "bad tag", at);
   }
 }
@@ -169,9 +173,11 @@ int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
 
 /* ---- release: the handles of a message nobody will decode ----------------- */
 
-/* Skips one value at d->p, calling drop for each handle inside; -1 on
- * malformed input (release then stops: what was found is dropped). */
-static int skip_value(dec *d, const ty__codec_hooks *h, int depth) {
+/* Skips one value at d->p, calling drop (if any) for each handle inside and
+ * counting them; -1 on malformed input (release then stops: what was found
+ * is dropped). */
+static int skip_value(dec *d, void (*drop)(uint64_t), size_t *handles,
+                      int depth) {
   size_t len, narr, nhash;
   if (d->p == d->end || depth > TY_CODEC_MAX_DEPTH) return -1;
   unsigned tag = *d->p++;
@@ -179,12 +185,13 @@ static int skip_value(dec *d, const ty__codec_hooks *h, int depth) {
   if (tag >= TAG_SHORTSTR) len = tag - TAG_SHORTSTR;
   else if (tag == TAG_STR) {
     if (dec_varint(d, &len) < 0) return -1;
-  } else if (tag <= TAG_TRUE) return 0;
+  } else if (tag <= TAG_TRUE || tag == TAG_NULL) return 0;
   else if (tag == TAG_INT32 || tag == TAG_DOUBLE)
     len = tag == TAG_INT32 ? 4 : 8;
   else if (tag == TAG_HANDLE) {
     if (dec_left(d) < 8) return -1;
-    h->drop(get_u32(d->p) | (uint64_t)get_u32(d->p + 4) << 32);
+    if (drop) drop(get_u32(d->p) | (uint64_t)get_u32(d->p + 4) << 32);
+    (*handles)++;
     len = 8;
   } else if (tag == TAG_TABLE) {
     if (dec_varint(d, &narr) < 0 || dec_left(d) < 4) return -1;
@@ -192,7 +199,7 @@ static int skip_value(dec *d, const ty__codec_hooks *h, int depth) {
     d->p += 4;
     if (narr > dec_left(d) || nhash > dec_left(d)) return -1;
     for (size_t i = 0; i < narr + 2 * nhash; i++)
-      if (skip_value(d, h, depth + 1) < 0) return -1;
+      if (skip_value(d, drop, handles, depth + 1) < 0) return -1;
     return 0;
   } else return -1;
   if (len > dec_left(d)) return -1;
@@ -200,9 +207,10 @@ static int skip_value(dec *d, const ty__codec_hooks *h, int depth) {
   return 0;
 }
 
-void ty__codec_release(const char *data, size_t len) {
-  const ty__codec_hooks *h = ty__codec_hooks_get();
-  if (!h || !h->drop || !len || !memchr(data, TAG_HANDLE, len)) return;
+static size_t walk_handles(const char *data, size_t len,
+                           void (*drop)(uint64_t)) {
+  size_t handles = 0;
+  if (!len || !memchr(data, TAG_HANDLE, len)) return 0;
   dec d = {NULL,
            (const uint8_t *)data,
            (const uint8_t *)data,
@@ -210,5 +218,15 @@ void ty__codec_release(const char *data, size_t len) {
            NULL,
            0};
   while (d.p < d.end)
-    if (skip_value(&d, h, 0) < 0) return;
+    if (skip_value(&d, drop, &handles, 0) < 0) break;
+  return handles;
+}
+
+void ty__codec_release(const char *data, size_t len) {
+  const ty__codec_hooks *h = ty__codec_hooks_get();
+  if (h && h->drop) walk_handles(data, len, h->drop);
+}
+
+bool ty__codec_has_handles(const char *data, size_t len) {
+  return walk_handles(data, len, NULL) > 0;
 }

@@ -21,11 +21,18 @@ enum {
   TAG_STR = 0x05,
   TAG_TABLE = 0x06,
   TAG_HANDLE = 0x07,   /* + u64 token: a userdata the hooks know (codec.h) */
+  TAG_NULL = 0x08,     /* the NULL light userdata (cjson.null, ngx.null) */
   TAG_SHORTSTR = 0x40, /* + length 0..63 */
   TAG_FIXINT = 0x80    /* + value 0..127 */
 };
 
 #define SHORTSTR_MAX 63
+
+/* The one light userdata a message may hold: NULL, which lua-cjson and
+ * OpenResty use as JSON's null (codec.h). */
+static inline bool is_null_sentinel(lua_State *L, int idx) {
+  return lua_type(L, idx) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, idx);
+}
 #define FIXINT_MAX 127
 
 /* LuaJIT's table limits (lj_def.h: LJ_MAX_ASIZE, LJ_MAX_HBITS). Larger

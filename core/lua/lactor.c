@@ -358,6 +358,10 @@ static int after_yield(ty_actor *a, lt_actor *la) {
 static int lt_resume(ty_actor *a, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
+  lt_worker *lw = lt_worker_get();
+  /* Package paths published since this worker last ran an actor (one
+   * relaxed load when nothing changed). */
+  lt_sync_paths(lw->L, &lw->paths_version);
   /* Signals first, even before the start: a kill sent to a spawn request
    * must not let it run. */
   if (a->mbox.signals) {
@@ -383,7 +387,6 @@ static int lt_resume(ty_actor *a, void *ud) {
   la->deadline_ns = 0;
   la->ext_wake = NULL;
   la->ext_cancel = NULL;
-  lt_worker *lw = lt_worker_get();
   lw->in_lua = true; /* allocations may fail for a runaway (lstate.c) */
   int st = lua_resume(la->co, nargs);
   lw->in_lua = false;
@@ -408,4 +411,5 @@ const ty_actor_ops lt_ops = {
     .interrupt = lt_interrupt_op,
     .stuck = lt_stuck_op,
     .peer_stuck = lt_peer_stuck_op,
+    .timer_due = lt_timer_due,
 };

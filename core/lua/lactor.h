@@ -71,8 +71,9 @@ struct lt_actor {
   uint8_t wait;
   bool trap_exit;
   bool is_main;
-  bool end_actor; /* a fork called tycho.exit: its actor ends too */
-  char *spawn;    /* encoded args (LT_FN_FILE: path, args) until the start */
+  bool end_actor;  /* a fork called tycho.exit: its actor ends too */
+  bool supervised; /* a supervisor's child: its supervisor stops it */
+  char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...} */
   uint64_t call_ref;
@@ -181,5 +182,10 @@ ty_msg *lt_process_signals(ty_actor *a, lt_actor *la);
 /* ty_actor_ops.destroy and .undeliverable. */
 void lt_destroy(ty_actor *a, ty_worker *w, void *ud);
 void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud);
+
+/* ---- ltimer.c ----------------------------------------------------------- */
+
+/* ty_actor_ops.timer_due: resolves a timer's name (ty_msg.aux) to a pid. */
+int lt_timer_due(ty_msg *m, ty_worker *w, void *ud);
 
 #endif

@@ -103,24 +103,9 @@ int lt_push_fail(lua_State *L, const char *token) {
   return 2;
 }
 
-lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
-                           const char *fname) {
-  int t = lua_type(L, fidx);
-  if (t != LUA_TSTRING && t != LUA_TFUNCTION)
-    luaL_error(L,
-               "tycho.%s: bad argument #1 (expected a function or a module "
-               "name, got %s)",
-               fname, luaL_typename(L, fidx));
-  if (t == LUA_TSTRING && lua_objlen(L, fidx) == 0)
-    luaL_error(L, "tycho.%s: empty module name", fname);
-  lt_fn *fn;
-  if (t == LUA_TSTRING) {
-    size_t n;
-    const char *name = lua_tolstring(L, fidx, &n);
-    fn = lt_fn_module(name, n);
-  } else {
-    fn = lt_fn_of(L, fidx, fname);
-  }
+lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
+                              const char *fname) {
+  lt_note_paths(L);
   int top = lua_gettop(L);
   char *args = NULL;
   size_t len = 0;
@@ -141,11 +126,34 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
     if (!lw) ty__buf_free(b);
   }
   lt_actor *la = lt_actor_new();
-  la->fn_kind = t == LUA_TSTRING ? LT_FN_MODULE : LT_FN_BYTECODE;
+  la->fn_kind = (uint8_t)kind;
   la->fn = fn;
   la->spawn = args;
   la->spawn_len = (uint32_t)len;
   return la;
+}
+
+lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
+                           const char *fname) {
+  int t = lua_type(L, fidx);
+  if (t != LUA_TSTRING && t != LUA_TFUNCTION)
+    luaL_error(L,
+               "tycho.%s: bad argument #1 (expected a function or a module "
+               "name, got %s)",
+               fname, luaL_typename(L, fidx));
+  if (t == LUA_TSTRING && lua_objlen(L, fidx) == 0)
+    luaL_error(L, "tycho.%s: empty module name", fname);
+  lt_fn *fn;
+  if (t == LUA_TSTRING) {
+    size_t n;
+    const char *name = lua_tolstring(L, fidx, &n);
+    fn = lt_fn_module(name, n);
+  } else {
+    fn = lt_fn_of(L, fidx, fname);
+  }
+  return lt_spawn_request_fn(L, fn,
+                             t == LUA_TSTRING ? LT_FN_MODULE : LT_FN_BYTECODE,
+                             first, fname);
 }
 
 /* ---- spawn, self, send -------------------------------------------------- */

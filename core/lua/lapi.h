@@ -38,6 +38,12 @@ void lt_wait_for(lt_cur c, int what, int64_t timeout_ns, uint64_t ref);
  * arguments at first..top, copied now. */
 lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
                            const char *fname);
+/* The same for a blob found already (kind LT_FN_BYTECODE or LT_FN_MODULE). */
+lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
+                              const char *fname);
+/* Publishes L's package.path/cpath to every worker when they changed since
+ * L last did (lstate.c); every spawn request calls it. */
+void lt_note_paths(lua_State *L);
 /* From a C API function: yield until a reply (LT_REPLY / LT_REPLY_ERR) with
  * `ref` arrives or timeout_ns passes (-1: never); the function's results are
  * then the reply's values, or nil + error token ("timeout" on timeout). */
@@ -51,5 +57,8 @@ int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
 /* Add their functions to the table on top of L. */
 void lt_open_api(lua_State *L);
 void lt_open_proc(lua_State *L);
+void lt_open_child(lua_State *L); /* lchild.c: supervisors' spawns */
+void lt_open_timer(lua_State *L); /* ltimer.c: send_after, interval */
+void lt_open_log(lua_State *L);   /* llog.c: tycho.log's C half */
 
 #endif

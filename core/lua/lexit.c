@@ -18,6 +18,9 @@
 static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
                         size_t rlen) {
   lua_State *L = lt_worker_get()->L;
+  /* Names go first: whoever hears of the end (a supervisor restarting the
+   * actor under the same name) finds the name free. */
+  lt_names_drop_pid(a->pid);
   lt_grave_add(ty_worker_id(ty_worker_current()), a->pid, reason, rlen);
   for (uint32_t i = 0; i < la->monitors.n; i++) {
     lua_pushliteral(L, "DOWN");
@@ -32,7 +35,6 @@ static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
   for (uint32_t i = 0; i < la->nowed; i++)
     lt_send_reply_err(la->owed[i].to, la->owed[i].ref, "dead");
   la->nowed = 0;
-  lt_names_drop_pid(a->pid);
 }
 
 static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,

@@ -29,6 +29,7 @@ struct lt_fn {
   struct lt_fn *next; /* hash chain, guarded by table_lock */
   uint64_t hash;
   uint32_t len;
+  uint32_t id;              /* index + 1 in by_id (lt_fn_id) */
   uint8_t kind;             /* LT_FN_BYTECODE or LT_FN_MODULE */
   int wref[TY_MAX_WORKERS]; /* worker i: registry ref of the function, 0 */
   char bytes[];
@@ -36,6 +37,10 @@ struct lt_fn {
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static lt_fn *table[BUCKETS]; /* guarded by table_lock */
+/* Every blob by its id, so that a function can travel inside a message as a
+ * number (a supervisor's child specs) and be checked on arrival. */
+static lt_fn **by_id; /* guarded by table_lock */
+static size_t nby_id, capby_id;
 
 static uint64_t hash_bytes(const char *p, size_t n, uint8_t kind) {
   uint64_t h = 1469598103934665603ull ^ kind; /* FNV-1a, 64 bits */
@@ -59,6 +64,9 @@ static lt_fn *lt_fn_intern(int kind, const char *bytes, size_t len) {
     f->len = (uint32_t)len;
     f->kind = (uint8_t)kind;
     memcpy(f->bytes, bytes, len);
+    ty__grow(&by_id, &capby_id, nby_id + 1, sizeof *by_id, 64);
+    by_id[nby_id++] = f;
+    f->id = (uint32_t)nby_id;
     *p = f;
   }
   lt_fn *f = *p;
@@ -75,7 +83,20 @@ void lt_fn_clear(void) {
       free(f);
     }
   }
+  nby_id = 0;
   pthread_mutex_unlock(&table_lock);
+}
+
+uint32_t lt_fn_id(const lt_fn *f) { return f->id; }
+int lt_fn_kind(const lt_fn *f) { return f->kind; }
+
+lt_fn *lt_fn_by_id(double id) {
+  lt_fn *f = NULL;
+  pthread_mutex_lock(&table_lock);
+  if (id >= 1 && id <= (double)nby_id && id == (double)(size_t)id)
+    f = by_id[(size_t)id - 1];
+  pthread_mutex_unlock(&table_lock);
+  return f;
 }
 
 /* ---- the sending side ---------------------------------------------------- */
@@ -168,6 +189,7 @@ static int encode_payload(lua_State *L, int idx, const char *fname,
                           ty__buf *out, char *err, size_t errlen) {
   int top = lua_gettop(L);
   push_upvalue_modules(L, idx, fname);
+  lt_check_globals(L, idx, fname);
   ty__buf b;
   ty__buf_init(&b);
   lua_pushvalue(L, idx);
@@ -247,12 +269,34 @@ int lt_fn_bind(lua_State *L, int fn, int map) {
   return 0;
 }
 
+/* A module may return a table (or userdata) with a __call metamethod: the
+ * actor calls it (tycho.supervisor is such a table: its functions, and the
+ * supervisor's own body when spawned by name). */
+static bool callable_object(lua_State *co) {
+  int t = lua_type(co, -1);
+  if (t != LUA_TTABLE && t != LUA_TUSERDATA) return false;
+  if (!luaL_getmetafield(co, -1, "__call")) return false;
+  lua_pop(co, 1);
+  return true;
+}
+
+/* Replaces the object on top with a Lua function calling it: a coroutine
+ * needs a function, and a C one could not yield. */
+static int wrap_callable(lua_State *co) {
+  static const char src[] = "local o = ... return function(...) return "
+                            "o(...) end";
+  if (luaL_loadbuffer(co, src, sizeof src - 1, "=tycho.spawn")) return -1;
+  lua_insert(co, -2);
+  return lua_pcall(co, 1, 1, 0) ? -1 : 0;
+}
+
 /* Loads the function of blob f on co (first use on this worker). */
 static int load_function(lua_State *co, lt_fn *f) {
   if (f->kind == LT_FN_MODULE) {
     lua_getglobal(co, "require");
     lua_pushlstring(co, f->bytes, f->len);
     if (lua_pcall(co, 1, 1, 0)) return -1;
+    if (callable_object(co)) return wrap_callable(co);
     if (!lua_isfunction(co, -1)) {
       const char *got = luaL_typename(co, -1);
       lua_pushfstring(co,

@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdint.h>
 
 #include "base/buf.h"
 
@@ -34,6 +35,15 @@ int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker);
 /* "file.lua:line" of f's function (or "module name"), from its bytes
  * alone: any thread. */
 void lt_fn_origin(const lt_fn *f, char *buf, size_t n);
+/* A blob's id (> 0), valid for the run: a function as a plain number, for
+ * specs that travel in messages; lt_fn_by_id turns it back (NULL for any
+ * number that names no blob). */
+uint32_t lt_fn_id(const lt_fn *f);
+int lt_fn_kind(const lt_fn *f); /* LT_FN_BYTECODE or LT_FN_MODULE */
+lt_fn *lt_fn_by_id(double id);
+/* Debug mode (lt_g.debug): raises tycho.<fname> when the function at idx
+ * reads a global that a fresh worker state lacks (lglobals.c). */
+void lt_check_globals(lua_State *L, int idx, const char *fname);
 /* Frees every blob: after the runtime stopped. */
 void lt_fn_clear(void);
 

@@ -141,6 +141,58 @@ void lt_names_clear(void) {
   pthread_mutex_unlock(&lock);
 }
 
+/* ---- atoms: names as numbers ---------------------------------------------
+ *
+ * A message timer addressed to a name resolves it when it fires (the name
+ * may be held by another actor by then: a supervisor restarted it). The core
+ * timer carries a number (ty_msg.aux), so each such name is interned once
+ * here, for the life of the process, under the names' lock.
+ */
+
+#define ATOMS_MAX (1u << 20)
+
+typedef struct atom {
+  struct atom *next;
+  uint32_t id;
+  char name[];
+} atom;
+
+static atom *atom_buckets[BUCKETS]; /* guarded by lock */
+static atom **atoms;                /* [id - 1], guarded by lock */
+static size_t natoms, capatoms;
+
+uint32_t lt_names_atom(const char *name) {
+  uint32_t id = 0;
+  pthread_mutex_lock(&lock);
+  atom **p = &atom_buckets[hash(name)];
+  while (*p && strcmp((*p)->name, name) != 0) p = &(*p)->next;
+  if (*p) {
+    id = (*p)->id;
+  } else if (natoms < ATOMS_MAX) {
+    size_t len = strlen(name);
+    atom *a = ty__xmalloc(sizeof *a + len + 1);
+    memcpy(a->name, name, len + 1);
+    a->next = NULL;
+    ty__grow(&atoms, &capatoms, natoms + 1, sizeof *atoms, 64);
+    atoms[natoms++] = a;
+    a->id = id = (uint32_t)natoms;
+    *p = a;
+  }
+  pthread_mutex_unlock(&lock);
+  return id;
+}
+
+ty_pid lt_names_lookup_atom(uint32_t id) {
+  ty_pid pid = 0;
+  pthread_mutex_lock(&lock);
+  if (id >= 1 && id <= natoms) {
+    name_ent *e = *find(atoms[id - 1]->name);
+    pid = e ? e->pid : 0;
+  }
+  pthread_mutex_unlock(&lock);
+  return pid;
+}
+
 /* ---- recent deaths -------------------------------------------------------
  *
  * A spawn request can be stolen and run to its end on another worker before

@@ -14,6 +14,10 @@ ty_pid lt_names_lookup(const char *name);
 /* Forgets every name of pid (cheap when pid has none). */
 void lt_names_drop_pid(ty_pid pid);
 void lt_names_clear(void);
+/* A name as a number for the life of the process (0: too many names), and
+ * the pid that holds that name now (0: none). */
+uint32_t lt_names_atom(const char *name);
+ty_pid lt_names_lookup_atom(uint32_t id);
 /* The reasons of recent deaths, per worker. */
 void lt_graves_open(unsigned workers);
 void lt_graves_close(void);

@@ -181,6 +181,7 @@ typedef struct lp_thread {
   int fncache_ref;  /* bytecode -> loaded function (weak values) */
   int resolver_ref; /* "module.function" -> function */
   ty__buf buf;
+  uint64_t paths_version; /* of the package paths this state has */
 } lp_thread;
 
 /* Finds the function a "module.function" name means: field `function` of
@@ -230,7 +231,7 @@ static lp_thread *thread_state(void) {
   luaL_openlibs(t->L);
   /* The workers' package paths and this copy of the core: f may use the
    * tycho module; its actor functions say they need an actor. */
-  lt_set_paths(t->L);
+  lt_set_paths(t->L, &t->paths_version);
   t->fncache_ref = new_ref_table(t->L, "v");
   if (luaL_loadbuffer(t->L, resolver_src, sizeof resolver_src - 1,
                       "=tycho.blocking"))
@@ -284,6 +285,7 @@ static int prepare(lua_State *L) {
   lp_job *j = lua_touserdata(L, 1);
   lp_thread *t = ty_pool_state();
   lua_settop(L, 0);
+  lt_sync_paths(L, &t->paths_version); /* published by the submitter */
   char err[256] = "no function";
   int n = ty__codec_decode(L, j->data, j->len, err, sizeof err);
   if (n < 2) return luaL_error(L, "tycho.blocking: bad request (%s)", err);
@@ -408,6 +410,7 @@ static int push_fail(lua_State *L, int rc) {
 
 /* Encodes (f or its name, upvalue map, args...) into the worker's buffer. */
 static ty__buf *encode_request(lua_State *L, int top) {
+  lt_note_paths(L);
   ty__buf *b = &lt_worker_get()->buf;
   ty__buf_reset(b);
   char err[256];

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "lapi.h"
 #include "lnames.h"
 #include "lpool.h"
@@ -264,6 +265,9 @@ static int l_stats(lua_State *L) {
 #undef SETT
   lua_pushnumber(L, n);
   lua_setfield(L, -2, "workers");
+  /* Log events dropped because the log's queue was full (process-wide). */
+  lua_pushnumber(L, (lua_Number)ty__log_dropped());
+  lua_setfield(L, -2, "log_dropped");
   lt_pool_stats_push(L);
   lua_setfield(L, -2, "pool");
   return 1;

@@ -72,6 +72,8 @@ static int l_config(lua_State *L) {
         return luaL_error(L, "tycho.config: io must be \"uring\", \"epoll\" or "
                              "\"auto\"");
       lt_g.io = io;
+    } else if (strcmp(k, "debug") == 0) {
+      lt_g.debug = lua_toboolean(L, -1);
     } else if (strcmp(k, "log_level") == 0) {
       int lv = ty__log_level_parse(luaL_checkstring(L, -1));
       if (lv < 0)
@@ -88,8 +90,8 @@ static int l_config(lua_State *L) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
-                        "stop_timeout, log_level, log_format, pool_max, "
-                        "pool_queue, pool_idle)",
+                        "stop_timeout, debug, log_level, log_format, "
+                        "pool_max, pool_queue, pool_idle)",
                         k);
     }
     lua_pop(L, 1);
@@ -120,17 +122,6 @@ void lt_main_done(bool ok, const char *data, size_t len) {
     pthread_cond_signal(&g_main.cv);
   }
   pthread_mutex_unlock(&g_main.mu);
-}
-
-static void capture_paths(lua_State *L) {
-  lua_getglobal(L, "package");
-  lua_getfield(L, -1, "path");
-  free(lt_g.path);
-  lt_g.path = strdup(luaL_optstring(L, -1, ""));
-  lua_getfield(L, -2, "cpath");
-  free(lt_g.cpath);
-  lt_g.cpath = strdup(luaL_optstring(L, -1, ""));
-  lua_pop(L, 3);
 }
 
 static unsigned env_workers(lua_State *L) {
@@ -216,7 +207,7 @@ static void stop_runtime(ty_runtime *rt) {
 
 /* Starts a runtime, runs la as the main actor, stops, returns its results. */
 static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
-  capture_paths(L);
+  lt_note_paths(L); /* the caller's paths, for the workers */
   ty_runtime *rt;
   if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
     lt_actor_free(la);
@@ -344,9 +335,11 @@ static const luaL_Reg funcs[] = {{"config", l_config},
                                  {"_worker", l_worker},
                                  {NULL, NULL}};
 
-/* TYCHO_LOG and TYCHO_LOG_FORMAT, read once per process (config{} and the
- * launcher's flags come later and win). */
+/* TYCHO_DEBUG, TYCHO_LOG and TYCHO_LOG_FORMAT, read once per process
+ * (config{} and the launcher's flags come later and win). */
 static void log_from_env(void) {
+  const char *dbg = getenv("TYCHO_DEBUG");
+  if (dbg && *dbg && strcmp(dbg, "0") != 0) lt_g.debug = true;
   int lv = ty__log_level_parse(getenv("TYCHO_LOG"));
   const char *f = getenv("TYCHO_LOG_FORMAT");
   bool json = f ? strcmp(f, "json") == 0 : ty__log_json();

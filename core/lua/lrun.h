@@ -20,7 +20,8 @@ typedef struct lt_global {
   double max_slice;          /* seconds a resume may run (0: no watchdog) */
   double stop_timeout;       /* seconds a stop waits for workers, the pool */
   uint64_t stop_deadline_ns; /* of the stop under way (ty__now_ns) */
-  char *path, *cpath;        /* package.path/cpath handed to worker states */
+  bool debug;         /* config{debug = true} or TYCHO_DEBUG=1: extra checks */
+  char *path, *cpath; /* package.path/cpath handed to worker states */
   int argc;
   char **argv;
   lua_CFunction opener; /* luaopen_tycho_core of this copy of the core */

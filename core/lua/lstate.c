@@ -3,6 +3,7 @@
  * created when the worker starts and closed when it exits. Every actor of
  * the worker is a coroutine in it (docs/architecture.md, "Threads").
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "lrun.h"
@@ -13,16 +14,99 @@ lt_worker *lt_worker_get(void) {
   return w ? ty_worker_data(w) : NULL;
 }
 
-void lt_set_paths(lua_State *L) {
+/* ---- package paths ---------------------------------------------------------
+ *
+ * package.path and package.cpath are per state, but a script sets them once
+ * (in its main actor, often after the runtime started) and expects require
+ * to find its modules wherever an actor lands. So each spawn request (and
+ * each tycho.blocking job) first compares the spawner's paths with the ones
+ * it last published (lt_note_paths: two field reads and two pointer
+ * compares, strings being interned); when they changed, it publishes them
+ * under paths_mu with a new version. A worker applies a newer version
+ * before it starts an actor (lt_sync_paths), so the spawned actor, and
+ * every actor started after it on any worker, sees them.
+ */
+
+static pthread_mutex_t paths_mu = PTHREAD_MUTEX_INITIALIZER;
+/* relaxed: a hint read before each actor start. The spawn request that
+ * follows a publish reaches its worker through a queue or ring with
+ * release/acquire, so that worker sees the new version; the strings
+ * themselves are read under paths_mu. */
+static _Atomic uint64_t paths_version = 1;
+static char seen_key; /* registry[&seen_key] = {path, cpath} last published */
+
+static void set_field_str(lua_State *L, const char *k, const char *v) {
+  if (!v) return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* Remembers, in L, the paths now in package (on top), as published. */
+static void remember_paths(lua_State *L) {
+  lua_pushlightuserdata(L, &seen_key);
+  lua_createtable(L, 2, 0);
+  lua_getfield(L, -3, "path");
+  lua_rawseti(L, -2, 1);
+  lua_getfield(L, -3, "cpath");
+  lua_rawseti(L, -2, 2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+void lt_note_paths(lua_State *L) {
+  lua_getfield(L, LUA_GLOBALSINDEX, "package");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_getfield(L, -1, "path");
+  lua_getfield(L, -2, "cpath");
+  lua_pushlightuserdata(L, &seen_key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  bool same = false;
+  if (lua_istable(L, -1)) {
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    same = lua_rawequal(L, -1, -4) && lua_rawequal(L, -2, -5);
+    lua_pop(L, 2);
+  }
+  if (!same && lua_isstring(L, -3) && lua_isstring(L, -2)) {
+    pthread_mutex_lock(&paths_mu);
+    free(lt_g.path);
+    free(lt_g.cpath);
+    lt_g.path = strdup(lua_tostring(L, -3));
+    lt_g.cpath = strdup(lua_tostring(L, -2));
+    atomic_fetch_add_explicit(&paths_version, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&paths_mu);
+    lua_pop(L, 3);
+    remember_paths(L);
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 4);
+}
+
+/* Gives package (on top of L) the published paths. */
+static void apply_paths(lua_State *L, uint64_t *applied) {
+  pthread_mutex_lock(&paths_mu);
+  set_field_str(L, "path", lt_g.path);
+  set_field_str(L, "cpath", lt_g.cpath);
+  if (applied)
+    *applied = atomic_load_explicit(&paths_version, memory_order_relaxed);
+  pthread_mutex_unlock(&paths_mu);
+  remember_paths(L); /* what it got is not news to publish back */
+}
+
+void lt_sync_paths(lua_State *L, uint64_t *applied) {
+  if (atomic_load_explicit(&paths_version, memory_order_relaxed) == *applied)
+    return;
+  lua_getfield(L, LUA_GLOBALSINDEX, "package");
+  if (lua_istable(L, -1)) apply_paths(L, applied);
+  lua_pop(L, 1);
+}
+
+void lt_set_paths(lua_State *L, uint64_t *applied) {
   lua_getglobal(L, "package");
-  if (lt_g.path) {
-    lua_pushstring(L, lt_g.path);
-    lua_setfield(L, -2, "path");
-  }
-  if (lt_g.cpath) {
-    lua_pushstring(L, lt_g.cpath);
-    lua_setfield(L, -2, "cpath");
-  }
+  apply_paths(L, applied);
   /* This copy of the core answers require "tycho.core" in every state, so
    * the workers and the caller of tycho.run share one runtime. */
   lua_getfield(L, -1, "preload");
@@ -79,7 +163,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->alloc = lua_getallocf(lw->L, &lw->alloc_ud);
   lua_setallocf(lw->L, lt_alloc, lw);
   luaL_openlibs(lw->L);
-  lt_set_paths(lw->L);
+  lt_set_paths(lw->L, &lw->paths_version);
   set_arg(lw->L);
   ty__buf_init(&lw->buf);
   lw->fncache_ref = new_weak_table(lw->L, NULL);

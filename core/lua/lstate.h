@@ -27,15 +27,21 @@ typedef struct lt_worker {
   int fncache_ref;   /* registry: bytecode string -> function */
   int dumpcache_ref; /* registry, weak keys: function -> bytecode */
   uint64_t next_ref;
+  uint64_t paths_version; /* of the package paths this state has */
 } lt_worker;
 
 /* The calling worker's, or NULL outside the workers. */
 lt_worker *lt_worker_get(void);
 /* A fresh call reference, unique per worker. */
 uint64_t lt_new_ref(void);
-/* Gives L the package paths captured by tycho.run and makes require
- * "tycho.core" answer with this copy of the core (worker and pool states). */
-void lt_set_paths(lua_State *L);
+/* Gives a new state (worker or pool) the published package paths, noting
+ * their version in *applied (may be NULL), and makes require "tycho.core"
+ * answer with this copy of the core. */
+void lt_set_paths(lua_State *L, uint64_t *applied);
+/* Applies the published package paths to L if they are newer than
+ * *applied (before an actor starts, before a pool job runs). */
+void lt_sync_paths(lua_State *L, uint64_t *applied);
+/* lt_note_paths (declared in lapi.h) publishes a state's paths. */
 /* ty_actor_ops.worker_init and .worker_exit: open and close the state. */
 void lt_state_init(ty_worker *w, void *ud);
 void lt_state_exit(ty_worker *w, void *ud);

@@ -248,9 +248,15 @@ bool ty_actor_timed_out(const ty_actor *a) {
 
 bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
   ty__timer *t = ty__wheel_poll(&w->wheel, now_ns / 1000000);
-  bool any = t != NULL;
+  bool any = t != NULL, sent = false;
   while (t) {
-    ty__timer *next = t->next;
+    ty__timer *next = t->next; /* before a message timer is filed again */
+    if (t->kind == TY__TIMER_MSG) {
+      ty__mtimer_fire(w, t, now_ns);
+      sent = true;
+      t = next;
+      continue;
+    }
     ty_actor *a = actor_of_timer(t);
     if (a->state == TY__A_WAITING) {
       a->flags |= TY__AF_TIMED_OUT;
@@ -258,5 +264,6 @@ bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
     }
     t = next;
   }
+  if (sent) ty__publish_all(w); /* no actor run follows to publish them */
   return any;
 }

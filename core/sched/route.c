@@ -132,9 +132,27 @@ static void place(ty_worker *w, ty_actor *a) {
 }
 
 int ty_spawn(ty_runtime *rt, void *user, ty_pid *out) {
+  return ty_spawn_hook(rt, user, out, NULL, NULL);
+}
+
+int ty_spawn_hook(ty_runtime *rt, void *user, ty_pid *out,
+                  int (*before)(ty_pid pid, void *ctx), void *ctx) {
   ty_worker *w = worker_of(rt);
-  ty_actor *a = new_request(rt, w, user, out);
+  ty_pid pid;
+  ty_actor *a = new_request(rt, w, user, &pid);
   if (!a) return -EAGAIN;
+  int r = before ? before(pid, ctx) : 0;
+  if (r) {
+    /* Nobody knows the pid (before did not publish it): no sender can hold
+     * its entry's lock or have queued on it, so it is freed at once. */
+    ty__assert(!atomic_load_explicit(
+        &ty__pidtab_get(&rt->pids, ty__pid_slot(pid))->pending,
+        memory_order_relaxed));
+    ty__free_pid(rt, w, pid);
+    ty__actor_free(a);
+    return r;
+  }
+  if (out) *out = pid;
   if (w) {
     place(w, a);
   } else {
@@ -214,4 +232,15 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
 bool ty_pid_alive(ty_runtime *rt, ty_pid pid) {
   ty__pident *e;
   return ty__pidtab_lookup(&rt->pids, pid, &e) != 0;
+}
+
+ty_actor *ty_actor_local(ty_pid pid) {
+  ty_worker *w = ty_worker_current();
+  ty__pident *e;
+  if (!w) return NULL;
+  uint64_t word = ty__pidtab_lookup(&w->rt->pids, pid, &e);
+  if (!word || ty__w_state(word) != TY__S_LIVE || ty__w_home(word) != w->id)
+    return NULL;
+  /* relaxed: we are its home worker, which stored the pointer. */
+  return atomic_load_explicit(&e->actor, memory_order_relaxed);
 }

@@ -11,6 +11,7 @@
 #include "idle.h"
 #include "inject.h"
 #include "mesh.h"
+#include "mtimer.h"
 #include "pidtab.h"
 #include "spawnq.h"
 #include "timer.h"
@@ -132,6 +133,7 @@ struct ty_worker {
   uint64_t dirty_mask;  /* peers with staged mesh entries (n <= 64) */
   unsigned overflowing; /* peers with a non-empty overflow list */
   ty__wheel wheel;
+  ty__tslots tslots; /* message timers (mtimer.c) */
   uint64_t batch_start_ns;
   uint32_t batch_polls;
   double poll_ewma_ns;

@@ -27,6 +27,8 @@ typedef struct ty__timer {
   uint64_t deadline;             /* ms on the wheel's clock */
   uint8_t level, slot;
   bool armed;
+  uint8_t kind; /* the owner's: what the timer is embedded in (the wheel
+                   never reads it) */
 } ty__timer;
 
 typedef struct ty__wheel {

@@ -98,7 +98,8 @@ struct ty_actor {
   uint64_t wait_ref; /* while waiting: wake only for this ref (0: any) */
   ty_mailbox mbox;
   ty__timer timer;
-  void *user; /* the binding's data */
+  struct ty__mtimer *timers; /* message timers it owns (ty_timer_send) */
+  void *user;                /* the binding's data */
   bool started;
   bool pinned;           /* placed by ty_spawn_at: never on a spawn queue */
   uint16_t blocked_peer; /* worker whose full ring the last send hit */
@@ -134,6 +135,11 @@ typedef struct ty_actor_ops {
   /* On every other worker's thread, soon after a worker was declared
    * stuck: actors waiting on one of its (now dead) actors learn it here. */
   void (*peer_stuck)(ty_worker *w, void *ud);
+  /* A message timer is due (ty_timer_send): m is this firing's message,
+   * from the timer's owner. Return 0 to send it to m->to (the binding may
+   * set m->to now: a name resolved at delivery), or nonzero to drop it
+   * (it then meets undeliverable). May be NULL: m goes to m->to as is. */
+  int (*timer_due)(ty_msg *m, ty_worker *w, void *ud);
 } ty_actor_ops;
 
 /* Why running code is asked to stop (ty_actor_ops.interrupt). */
@@ -198,6 +204,18 @@ int ty_spawn(ty_runtime *rt, void *user, ty_pid *out);
  */
 int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out);
 
+/*
+ * ty_spawn with a step between the pid and the placement: before(pid, ctx)
+ * runs once the pid exists and before the request is placed, so before the
+ * actor can run anywhere (a name registered there is in place before the
+ * actor's first instruction, whichever worker takes it). A nonzero return
+ * abandons the request: its pid is freed without ever having lived, destroy
+ * is not called (the caller keeps `user`), and that value is returned.
+ * before must not hand the pid to anyone when it fails. Any thread.
+ */
+int ty_spawn_hook(ty_runtime *rt, void *user, ty_pid *out,
+                  int (*before)(ty_pid pid, void *ctx), void *ctx);
+
 /* Allocates a message with room for `len` payload bytes (m->len = len). */
 ty_msg *ty_msg_new(size_t len);
 void ty_msg_free(ty_msg *m);
@@ -228,6 +246,28 @@ void *ty_worker_data(const ty_worker *w);
 
 /* Is pid alive (not ended)? A hint when the actor is on another worker. */
 bool ty_pid_alive(ty_runtime *rt, ty_pid pid);
+/* The actor of pid if it lives on the calling worker, else NULL. */
+ty_actor *ty_actor_local(ty_pid pid);
+
+/*
+ * Message timers, on the calling worker's wheel. `owner` (an actor of this
+ * worker, usually the running one) owns the timer: it is cancelled when the
+ * owner ends. The timer sends m (m->to, kind, ref and payload as given;
+ * m->from is set to the owner) first after first_ns, then, when period_ns
+ * is not 0, at first_ns + k * period_ns for k = 1, 2 ... from the start:
+ * a fixed rate. After a stall it fires once and skips the instants it
+ * missed (no burst). Each firing sends a copy of m; the timer owns m.
+ * Returns the timer's id (> 0, below 2^53), or -EPERM when not called on
+ * the owner's worker (m is then still the caller's).
+ */
+int64_t ty_timer_send(ty_actor *owner, ty_msg *m, uint64_t first_ns,
+                      uint64_t period_ns);
+/* Cancels timer `id` if it is pending and owned by `owner` (on the calling
+ * worker): true then; false for one that fired (once) or was cancelled,
+ * belongs to another actor, or was started on another worker. */
+bool ty_timer_cancel(ty_actor *owner, uint64_t id);
+/* Pending message timers of the calling worker. */
+size_t ty_timer_count(void);
 
 /* Mailbox access for the actor's own resume. */
 static inline ty_msg *ty_mbox_first(ty_actor *a) { return a->mbox.head; }

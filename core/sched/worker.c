@@ -84,22 +84,31 @@ static void start_actor(ty_worker *w, ty_actor *a) {
 /* Free pid slots a worker keeps before it shares them (see pidtab.h). */
 #define LOCAL_FREE_MAX 4096
 
-void ty__free_slot(ty_worker *w, ty_actor *a) {
-  uint32_t slot = ty__pid_slot(a->pid);
-  ty__pident *e = ty__pidtab_get(&w->rt->pids, slot);
-  uint32_t gen = (ty__pid_gen(a->pid) + 1) & ((1u << TY_PID_GEN_BITS) - 1);
-  /* relaxed: only the home worker reads `actor`, and it is us. */
+void ty__free_pid(ty_runtime *rt, ty_worker *w, ty_pid pid) {
+  uint32_t slot = ty__pid_slot(pid);
+  ty__pident *e = ty__pidtab_get(&rt->pids, slot);
+  uint32_t gen = (ty__pid_gen(pid) + 1) & ((1u << TY_PID_GEN_BITS) - 1);
+  /* relaxed: only the home worker reads `actor`, and it is us (or nobody:
+   * a request abandoned before its placement). */
   atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
   /* release: a sender that sees the new generation sees nothing stale. */
   atomic_store_explicit(&e->word, ty__w_make(gen ? gen : 1, TY__S_FREE, 0),
                         memory_order_release);
+  if (!w) {
+    ty__pidtab_give(&rt->pids, &slot, 1);
+    return;
+  }
   if (w->nfree == LOCAL_FREE_MAX) { /* share the older half */
-    ty__pidtab_give(&w->rt->pids, w->free_slots, LOCAL_FREE_MAX / 2);
+    ty__pidtab_give(&rt->pids, w->free_slots, LOCAL_FREE_MAX / 2);
     memmove(w->free_slots, w->free_slots + LOCAL_FREE_MAX / 2,
             LOCAL_FREE_MAX / 2 * sizeof(uint32_t));
     w->nfree = LOCAL_FREE_MAX / 2;
   }
   w->free_slots[w->nfree++] = slot;
+}
+
+void ty__free_slot(ty_worker *w, ty_actor *a) {
+  ty__free_pid(w->rt, w, a->pid);
 }
 
 /* Ends a started actor: its pid dies first, so later sends fail at once; then
@@ -108,6 +117,7 @@ static void finish_actor(ty_worker *w, ty_actor *a) {
   ty_runtime *rt = w->rt;
   if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
   ty__free_slot(w, a);
+  ty__mtimer_drop_owned(w, a); /* its timers end with it */
   ty_msg *m;
   while ((m = ty_mbox_pop(a))) ty__undeliverable(w, m);
   rt->ops.destroy(a, w, rt->ud);
@@ -364,6 +374,7 @@ static void *worker_main(void *arg) {
   for (unsigned i = 0; i < rt->n; i++)
     w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
   destroy_started(w);
+  ty__mtimer_free_table(w); /* every owner is gone, with its timers */
   if (rt->ops.worker_exit) rt->ops.worker_exit(w, rt->ud);
   ty__io_free(w->io);
   w->io = NULL;

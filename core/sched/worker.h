@@ -45,6 +45,22 @@ void ty__worker_note_blocked(ty_worker *w, unsigned to);
 /* Fires the timers due by now_ns; true if any fired. */
 bool ty__fire_timers(ty_worker *w, uint64_t now_ns);
 
+/* ---- mtimer.c ----------------------------------------------------------- */
+
+/* A message timer fell due at now_ns: sends its message, re-arms or frees. */
+void ty__mtimer_fire(ty_worker *w, ty__timer *t, uint64_t now_ns);
+/* The owner ends: its timers go, their messages undelivered. */
+void ty__mtimer_drop_owned(ty_worker *w, ty_actor *a);
+/* Frees the worker's timer table (after every timer went). */
+void ty__mtimer_free_table(ty_worker *w);
+
+/* ---- worker.c: pids ---------------------------------------------------- */
+
+/* The slot of pid is free again (its generation bumped); w (the calling
+ * worker, whose free list takes it) may be NULL. ty__free_slot (runtime.h)
+ * is this for a worker's own actor. */
+void ty__free_pid(ty_runtime *rt, ty_worker *w, ty_pid pid);
+
 /* ---- park.c ------------------------------------------------------------- */
 
 /* Any thread: wakes w if it is parked (after the caller's seq_cst fence). */

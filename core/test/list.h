@@ -31,6 +31,13 @@
   X(wd_stale_requests, 120)                                                    \
   X(wd_stuck, 30)                                                              \
   X(wd_stop_abandons, 30)                                                      \
+  X(rt_spawn_hook, 120)                                                        \
+  X(mtimer_once, 30)                                                           \
+  X(mtimer_interval, 30)                                                       \
+  X(mtimer_no_burst, 30)                                                       \
+  X(mtimer_owner_ends, 30)                                                     \
+  X(mtimer_ownership, 30)                                                      \
+  X(mtimer_storm, 120)                                                         \
   TY_TEST_LIST_IO(X)                                                           \
   TY_TEST_LIST_POOL(X)
 
