@@ -295,16 +295,20 @@ for _, io in ipairs{ "uring", "epoll" } do
           "500 Internal Server Error", "500 Internal Server Error", "500 Internal Server Error",
           "500 Internal Server Error", "500 Internal Server Error", "500 Internal Server Error",
           "200 fine" }, r)
-        assert.matches("tycho.http: GET /nil: the handler returned nothing", stderr, 1, true)
-        assert.matches("tycho.http: GET /fn: the handler returned a value that is not a response",
-          stderr, 1, true)
-        assert.matches("tycho.http: GET /status: status must be an integer from 200 to 599",
-          stderr, 1, true)
-        assert.matches("tycho.http: GET /float: status must be an integer", stderr, 1, true)
-        assert.matches("tycho.http: GET /crlf: CR, LF or NUL in a header value", stderr, 1, true)
-        assert.matches("tycho.http: GET /name: bad character in a header name", stderr, 1, true)
-        assert.matches("tycho.http: GET /hvalue: header values must be", stderr, 1, true)
-        assert.matches("tycho.http: GET /body: body must be a string", stderr, 1, true)
+        -- One error event each, through tycho.log, with method and path.
+        local function logged(path, reason)
+          assert.matches("ERROR w%d+ %d+ http handler failed method=GET path=" .. path, stderr)
+          assert.matches(" http handler failed method=GET path=" .. path .. ' reason="' .. reason,
+            stderr, 1, true)
+        end
+        logged("/nil", "the handler returned nothing")
+        logged("/fn", "the handler returned a value that is not a response")
+        logged("/status", "status must be an integer from 200 to 599")
+        logged("/float", "status must be an integer")
+        logged("/crlf", "CR, LF or NUL in a header value")
+        logged("/name", "bad character in a header name")
+        logged("/hvalue", "header values must be")
+        logged("/body", "body must be a string")
       end)
     end)
 
@@ -462,7 +466,7 @@ for _, io in ipairs{ "uring", "epoll" } do
           return { closed, bodies[1], bodies[6] }
         end)
         assert.same({ "closed", "still here", "still here" }, r)
-        assert.matches("tycho.http: acceptor on worker %d ended %(leaving%); restarting it", stderr)
+        assert.matches("WARN w%d+ %d+ http acceptor restarted reason=leaving worker=%d", stderr)
       end)
     end)
 
@@ -482,7 +486,8 @@ for _, io in ipairs{ "uring", "epoll" } do
           return { a.status, a.body, b.status, b.body }
         end)
         assert.same({ 500, "Internal Server Error\n", 200, "fine" }, r)
-        assert.matches("tycho.http: GET /boom: [^\n]*kaboom", stderr)
+        assert.matches('ERROR w%d+ %d+ http handler failed method=GET path=/boom reason="[^\n]*kaboom',
+          stderr)
         assert.matches("stack traceback:", stderr, 1, true)
         assert.equal(1, H.count(stderr, "kaboom"))
       end)

@@ -355,9 +355,7 @@ static int after_yield(ty_actor *a, lt_actor *la) {
   return TY_WAIT;
 }
 
-static int lt_resume(ty_actor *a, void *ud) {
-  (void)ud;
-  lt_actor *la = a->user;
+static int resume(ty_actor *a, lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   /* Package paths published since this worker last ran an actor (one
    * relaxed load when nothing changed). */
@@ -400,6 +398,28 @@ static int lt_resume(ty_actor *a, void *ud) {
   if (st == LUA_YIELD) return after_yield(a, la);
   if (st == 0) return lt_on_return(a, la);
   return lt_on_error(a, la);
+}
+
+/* A supervisor starts its children one by one: each child's first run (up
+ * to its first wait, or its end) is over before the next one is spawned.
+ * The child tells it with an ack message once that run returns (la is
+ * still valid: the worker destroys an ended actor after this). */
+static void send_start_ack(lt_actor *la, ty_pid pid) {
+  lua_State *L = lt_worker_get()->L;
+  ty_pid to = la->ack_to;
+  la->ack_to = 0;
+  lua_pushliteral(L, "tycho.supervisor:ack");
+  lua_pushnumber(L, (lua_Number)pid);
+  lt_send_values(L, 2, to);
+}
+
+static int lt_resume(ty_actor *a, void *ud) {
+  (void)ud;
+  lt_actor *la = a->user;
+  bool first = !a->started;
+  int r = resume(a, la);
+  if (first && la->ack_to) send_start_ack(la, a->pid);
+  return r;
 }
 
 const ty_actor_ops lt_ops = {

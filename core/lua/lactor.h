@@ -88,6 +88,7 @@ struct lt_actor {
   char *origin;  /* forks and main scripts: where their function is */
   ty_pid pid;    /* this actor's (or fork's) own pid, once known */
   ty_pid parent; /* a fork's actor (0 for actors) */
+  ty_pid ack_to; /* told when the first run is over (supervisor) */
   /* Forks live on their actor's worker, so plain pointers are safe there:
    * a fork points at its actor while the actor lives (the actor clears it
    * when it ends), and the actor lists its forks. */

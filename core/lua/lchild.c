@@ -4,8 +4,10 @@
  * function as a number that a child spec can carry in a message, and an
  * exit signal with a reason.
  *
- *   _spawn_child({name=, supervised=}, f | module | fn_id, args...)
+ *   _spawn_child({name=, supervised=, ack=}, f | module | fn_id, args...)
  *       -> pid | nil, "taken"
+ *       ack: the child sends ("tycho.supervisor:ack", pid) to the caller
+ *       once its first run is over (it waited, yielded or ended)
  *   _fn_id(f) -> number        _exit_signal(pid, reason) -> true | nil, err
  *
  * A child spawned with a plain tycho.spawn then registered and linked would
@@ -36,19 +38,22 @@ static lt_actor *child_request(lua_State *L) {
 static int l_spawn_child(lua_State *L) {
   lt_cur c = lt_current(L, "supervisor");
   const char *name = NULL;
-  bool supervised = false;
+  bool supervised = false, ack = false;
   if (lua_istable(L, 1)) {
-    lua_getfield(L, 1, "name");
-    name = lua_tostring(L, -1); /* stays on the stack: anchored */
     lua_getfield(L, 1, "supervised");
     supervised = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, 1, "ack");
+    ack = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    lua_getfield(L, 1, "name");
+    name = lua_tostring(L, -1); /* stays on the stack: anchored */
     lua_replace(L, 1);
   }
   if (name && !*name) return luaL_error(L, "tycho.supervisor: empty name");
   lt_actor *top = c.la->parent_la ? c.la->parent_la : c.la;
   lt_actor *la = child_request(L);
   la->supervised = supervised;
+  if (ack) la->ack_to = top->pid;
   lt_pids_add(&la->links, top->pid); /* linked before it exists */
   ty_pid pid;
   int r = ty_spawn_hook(lt_g.rt, la, &pid, name ? register_name : NULL,

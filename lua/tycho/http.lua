@@ -8,7 +8,9 @@
 --   tycho.http.parse_query(q) -> table     tycho.http.date() -> Date value
 --
 -- Options: host ("127.0.0.1"), port (8080), backlog (4096), handler
--- (required), the limits below, server ("tycho": the Server header; false:
+-- (required), args (a table: the handler is called handler(req, args[1],
+-- args[2], ...) on every worker, args.n counting trailing nils; the values
+-- are copied to the workers like a message), the limits below, server ("tycho": the Server header; false:
 -- none), default_type ("text/plain": Content-Type when the handler gives
 -- none; false: none). An unknown option or a bad value raises.
 --
@@ -59,8 +61,9 @@
 -- are seconds; a negative one (or math.huge) disables it. A client that
 -- drips bytes meets the header or body deadline, which counts from the
 -- first byte, however often bytes come. A handler error answers 500 and
--- writes "tycho.http: <method> <path>: <error and traceback>" to stderr;
--- the connection and the server go on. srv:close() stops accepting and
+-- logs an error event (tycho.log) "http handler failed" with the request's
+-- method, path and the reason (the error and its traceback); the
+-- connection and the server go on. srv:close() stops accepting and
 -- ends the open connections at once.
 local tycho = require "tycho"
 local core = require "tycho.core"
@@ -74,16 +77,19 @@ local READ_MAX = 65536
 
 -- Options beyond hc.config's (which validates its own).
 local OPTIONS = {
-  host = true, port = true, handler = true, backlog = true,
+  host = true, port = true, handler = true, args = true, backlog = true,
   max_header_size = true, max_headers = true, max_body_size = true,
   header_timeout = true, body_timeout = true, idle_timeout = true,
   send_timeout = true, max_connections = true, server = true,
   default_type = true,
 }
 
-local function log(msg)
-  io.stderr:write("tycho.http: ", msg, "\n")
-  io.stderr:flush()
+-- Through the event log (tycho.log): one line per event, never blocking.
+local log = require "tycho.log"
+
+local function log_failure(req, err)
+  log.error("http handler failed", { method = req and req.method or "?",
+    path = req and req.path or "?", reason = tostring(err) })
 end
 
 -- ---- the handler: moved to every worker ---------------------------------------
@@ -150,10 +156,6 @@ end
 
 local traceback = debug.traceback
 
-local function where(req)
-  return (req and req.method or "?") .. " " .. (req and req.path or "?")
-end
-
 -- Reads, parses, answers until the connection ends. Never raises for the
 -- client's sake: every way out returns; true when the server's last
 -- response ended the connection (the client may still be sending).
@@ -178,10 +180,10 @@ local function converse(c, p, handler, idle)
         break
       end
       local ok, res, body = xpcall(handler, traceback, req)
-      if not ok then log(where(req) .. ": " .. tostring(res)) end
+      if not ok then log_failure(req, res) end
       local nreq, err
       out, nreq, tmo, err = respond(p, ok, res, body)
-      if err then log(where(req) .. ": " .. err) end
+      if err then log_failure(req, err) end
       req = nreq
     end
   end
@@ -212,17 +214,25 @@ local function serve_conn(c, cfg, handler, gauge, send_timeout, idle)
   end
   c:settimeouts(nil, send_timeout, nil)
   local ok, ended = pcall(converse, c, hc.parser(cfg), handler, idle)
-  if not ok then log("connection failed: " .. tostring(ended)) end
+  if not ok then log.error("http connection failed", { reason = tostring(ended) }) end
   if ok and ended then linger(c) end
   c:close()
 end
 
 -- ---- acceptors: one per worker -------------------------------------------------------
 
+-- handler(req, args...) when serve{} was given args: the same values on
+-- every worker (copied there as the options are).
+local function with_args(handler, args)
+  if not args then return handler end
+  local n = args.n or table.maxn(args)
+  return function(req) return handler(req, unpack(args, 1, n)) end
+end
+
 -- The body of every acceptor actor (spawned through a one-line function
 -- without upvalues that requires this module).
 function http._acceptor(l, spec, opts, gauge, supervisor)
-  local handler = unpack_handler(spec)
+  local handler = with_args(unpack_handler(spec), opts.args)
   local cfg = hc.config(opts)
   local send_timeout = opts.send_timeout or 60
   local idle = opts.idle_timeout or 75
@@ -293,7 +303,7 @@ local function supervise(s)
         starting[a] = nil
         failure = failure or tostring(b)
       elseif s.open then
-        log(("acceptor on worker %d ended (%s); restarting it"):format(w, tostring(b)))
+        log.warn("http acceptor restarted", { worker = w, reason = tostring(b) })
         respawn(w)
       end
     end
@@ -319,6 +329,10 @@ local function check_options(opts, fname)
     end
   end
   if opts.handler == nil then error(("tycho.http.%s: handler is required"):format(fname), 3) end
+  if opts.args ~= nil and type(opts.args) ~= "table" then
+    error(("tycho.http.%s: args must be a table (handler(req, args[1], args[2], ...))")
+      :format(fname), 3)
+  end
   local ok, err = pcall(hc.config, opts)
   if not ok then error((tostring(err):gsub("^tycho%.http:", "tycho.http." .. fname .. ":")), 3) end
   local function number(k, lo)

@@ -18,7 +18,8 @@
 --
 -- The supervisor is an actor that traps exits. start spawns it linked to
 -- the caller (OTP's start_link) and returns once every child has started,
--- in order. A child is `start = {f_or_module, args...}` spawned like
+-- in order: a child's first run (its code up to its first wait, as OTP's
+-- init) is over before the next child is spawned. A child is `start = {f_or_module, args...}` spawned like
 -- tycho.spawn (a function without upvalues but modules, or a module name
 -- whose module returns the actor function), linked to the supervisor and
 -- registered under `name` before it runs: a call to the name made after
@@ -60,6 +61,7 @@ local FOREVER = 1e9
 local KILL_WAIT = 5 -- seconds to wait for a killed child's end
 local T_STARTED, T_CHILDREN = "tycho.supervisor:started", "tycho.supervisor:children"
 local T_START, T_STOP = "tycho.supervisor:start_child", "tycho.supervisor:stop_child"
+local T_ACK = "tycho.supervisor:ack"
 
 local STRATEGIES = { one_for_one = true, one_for_all = true, rest_for_one = true }
 local RESTARTS = { permanent = true, transient = true, temporary = true }
@@ -205,17 +207,30 @@ local function fields(sup, ch, extra)
   return f
 end
 
+-- Waits until the child's first run is over (the core's ack), or it ended
+-- (its EXIT is kept for the main loop, which restarts it).
+local function wait_started(sup, pid)
+  while true do
+    local m = receive()
+    if m[1] == T_ACK and m[2] == pid then return end
+    defer(sup, m)
+    if m[1] == "EXIT" and m[2] == pid then return end
+  end
+end
+
 -- Starts ch; true, or false and why ("taken", or the nested supervisor's
--- failure).
+-- failure). Its first run is over when this returns: children start one
+-- after the other, in order.
 local function start_proc(sup, ch)
   local s = ch.start
   local args = { n = s.n - 1 }
   for i = 2, s.n do args[i - 1] = s[i] end
   if ch.supervisor then args[2], args.n = tycho.self(), 2 end
-  local pid, err = core._spawn_child({ name = ch.name, supervised = true }, s[1],
+  local pid, err = core._spawn_child({ name = ch.name, supervised = true, ack = true }, s[1],
     unpack(args, 1, args.n))
   if not pid then return false, err end
   ch.pid = pid
+  wait_started(sup, pid)
   if ch.supervisor then
     -- A nested supervisor has started once its children have: wait, so
     -- that the next sibling starts after the whole subtree.
@@ -412,7 +427,8 @@ local function run(spec, parent)
       terminate_range(sup, 1, i - 1)
       -- Tell the caller of start why, then end quietly.
       while true do
-        local m = receive(5)
+        local q = sup.deferred
+        local m = q.first <= q.last and next_message(sup) or receive(5)
         if not m then return end
         if m.answer then m.answer(nil, why, ch.id) end
         if m[1] == T_STARTED then return end
