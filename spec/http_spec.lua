@@ -486,8 +486,8 @@ for _, io in ipairs{ "uring", "epoll" } do
           return { a.status, a.body, b.status, b.body }
         end)
         assert.same({ 500, "Internal Server Error\n", 200, "fine" }, r)
-        assert.matches('ERROR w%d+ %d+ http handler failed method=GET path=/boom reason="[^\n]*kaboom',
-          stderr)
+        assert.matches('ERROR w%d+ %d+ http handler failed method=GET path=/boom '
+          .. 'reason="[^\n]*kaboom', stderr)
         assert.matches("stack traceback:", stderr, 1, true)
         assert.equal(1, H.count(stderr, "kaboom"))
       end)

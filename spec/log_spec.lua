@@ -129,8 +129,8 @@ describe("tycho.log", function()
       assert.equal(0, rc)
       local l = lines_with(err, "ev-")
       assert.equal(1, #l)
-      assert.matches('^{"time":"[^"]+","level":"WARN","worker":%d,"pid":%d+,"msg":"ev%-warn","n":3}$',
-        l[1])
+      assert.matches('^{"time":"[^"]+","level":"WARN","worker":%d,"pid":%d+,'
+        .. '"msg":"ev%-warn","n":3}$', l[1])
     end)
 
     it("takes --log-level and --log-format, over the environment", function()

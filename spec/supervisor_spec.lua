@@ -419,7 +419,8 @@ describe("tycho.supervisor", function()
       local r = tycho.run(function()
         tycho.register("main")
         local sup = assert(tycho.supervisor.start{ children = {
-          { id = "polite", name = "polite", start = { S.child, "polite", true, 0.05 }, shutdown = 2 },
+          { id = "polite", name = "polite", start = { S.child, "polite", true, 0.05 },
+            shutdown = 2 },
           { id = "plain", name = "plain", start = { S.child, "plain" }, shutdown = 2 } } })
         S.collect_started(2)
         local ps = S.pids(sup)
@@ -482,7 +483,8 @@ describe("tycho.supervisor", function()
           out.list[i] = { c.id, c.pid ~= nil, c.restarts, c.restart, c.type, c.name }
         end
         -- start_child on a listed child that is not running starts it again.
-        local b2 = tycho.supervisor.start_child(sup, { id = "b", name = "b", start = { S.child, "b" } })
+        local b2 = tycho.supervisor.start_child(sup, { id = "b", name = "b",
+          start = { S.child, "b" } })
         out.b2 = { type(b2), S.collect_started(1)[1], tycho.supervisor.children(sup)[2].pid == b2 }
         return out
       end)

@@ -19,9 +19,10 @@
 -- The supervisor is an actor that traps exits. start spawns it linked to
 -- the caller (OTP's start_link) and returns once every child has started,
 -- in order: a child's first run (its code up to its first wait, as OTP's
--- init) is over before the next child is spawned. A child is `start = {f_or_module, args...}` spawned like
--- tycho.spawn (a function without upvalues but modules, or a module name
--- whose module returns the actor function), linked to the supervisor and
+-- init) is over before the next child is spawned. A child is
+-- `start = {f_or_module, args...}` spawned like tycho.spawn (a function
+-- without upvalues but modules, or a module name whose module returns the
+-- actor function), linked to the supervisor and
 -- registered under `name` before it runs: a call to the name made after
 -- start returns (or by a later sibling) never races the child's start. A
 -- nested supervisor is `start = {"tycho.supervisor", spec}`; it starts (and
