@@ -458,16 +458,24 @@ TEST_IMPL(mtimer_storm) {
 
 /* ---- ty_spawn_hook ------------------------------------------------------ */
 
+/* What the hook saw, on the spawner's stack: the child may have run and
+ * been freed on another worker by the time ty_spawn_hook returns. */
+typedef struct hook_ctx {
+  tact *child;
+  ty_pid pid;
+} hook_ctx;
+
 static int hook_mark(ty_pid pid, void *ctx) {
-  tact *c = ctx;
-  c->peer = pid;
-  atomic_store(&c->hooked, 1);
+  hook_ctx *h = ctx;
+  h->pid = pid;
+  h->child->peer = pid;
+  atomic_store(&h->child->hooked, 1);
   return 0;
 }
 
 static int hook_refuse(ty_pid pid, void *ctx) {
-  tact *c = ctx;
-  c->peer = pid;
+  hook_ctx *h = ctx;
+  h->pid = pid;
   return -EEXIST;
 }
 
@@ -484,14 +492,16 @@ static int step_hook_spawner(ty_actor *a, tact *c) {
   (void)a;
   ty_runtime *rt = self_rt();
   for (long i = 0; i < c->n; i++) {
-    tact *k = new_tact(step_hooked_child);
+    hook_ctx h = {new_tact(step_hooked_child), 0};
     ty_pid pid = 0;
-    int r = ty_spawn_hook(rt, k, &pid, i % 3 == 2 ? hook_refuse : hook_mark, k);
-    if (i % 3 == 2) {
-      if (r != -EEXIST || pid != 0 || ty_pid_alive(rt, k->peer))
+    bool refuse = i % 3 == 2;
+    int r =
+        ty_spawn_hook(rt, h.child, &pid, refuse ? hook_refuse : hook_mark, &h);
+    if (refuse) {
+      if (r != -EEXIST || pid != 0 || !h.pid || ty_pid_alive(rt, h.pid))
         atomic_fetch_add(&g_bad, 1);
-      free(k); /* refused: still ours */
-    } else if (r || pid != k->peer) {
+      free(h.child); /* refused: still ours */
+    } else if (r || pid != h.pid) {
       atomic_fetch_add(&g_bad, 1);
     }
   }
