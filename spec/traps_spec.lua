@@ -107,6 +107,30 @@ describe("package.path set by the main script", function()
   end)
 end)
 
+describe("package.path between runs", function()
+  it("a new tycho.run starts from its caller's paths, not the last run's", function()
+    local dir = module_dir(MODULES)
+    tycho.config{ workers = 2 }
+    local first = tycho.run(function(d)
+      package.path = d .. "/?.lua;" .. package.path
+      tycho.spawn(function() end) -- publishes it
+      return (pcall(require, "trapmod.where"))
+    end, dir)
+    local second = { tycho.run(function()
+      local core = require "tycho.core"
+      for w = 1, 2 do
+        core._spawn_at(w, function(main)
+          tycho.send(main, (pcall(require, "trapmod.where")))
+        end, tycho.self())
+      end
+      return tycho.recv(5), tycho.recv(5)
+    end) }
+    os.execute("rm -rf " .. H.quote(dir))
+    assert.is_true(first)
+    assert.same({ false, false }, second)
+  end)
+end)
+
 describe("tycho.json.null", function()
   before_each(function() tycho.config{ workers = 2 } end)
 

@@ -207,7 +207,7 @@ static void stop_runtime(ty_runtime *rt) {
 
 /* Starts a runtime, runs la as the main actor, stops, returns its results. */
 static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
-  lt_note_paths(L); /* the caller's paths, for the workers */
+  lt_publish_paths(L); /* the caller's paths, for the workers */
   ty_runtime *rt;
   if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
     lt_actor_free(la);

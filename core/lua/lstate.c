@@ -52,7 +52,7 @@ static void remember_paths(lua_State *L) {
   lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
-void lt_note_paths(lua_State *L) {
+static void note_paths(lua_State *L, bool force) {
   lua_getfield(L, LUA_GLOBALSINDEX, "package");
   if (!lua_istable(L, -1)) {
     lua_pop(L, 1);
@@ -63,7 +63,7 @@ void lt_note_paths(lua_State *L) {
   lua_pushlightuserdata(L, &seen_key);
   lua_rawget(L, LUA_REGISTRYINDEX);
   bool same = false;
-  if (lua_istable(L, -1)) {
+  if (!force && lua_istable(L, -1)) {
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
     same = lua_rawequal(L, -1, -4) && lua_rawequal(L, -2, -5);
@@ -84,6 +84,12 @@ void lt_note_paths(lua_State *L) {
   }
   lua_pop(L, 4);
 }
+
+void lt_note_paths(lua_State *L) { note_paths(L, false); }
+
+/* tycho.run: a new run starts from its caller's paths, whatever an actor
+ * of the previous run published. */
+void lt_publish_paths(lua_State *L) { note_paths(L, true); }
 
 /* Gives package (on top of L) the published paths. */
 static void apply_paths(lua_State *L, uint64_t *applied) {
