@@ -172,6 +172,7 @@ static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   lt_actor *la = a->user;
   static const char reason[] = "stuck";
   size_t rlen = sizeof reason - 1;
+  lt_names_drop_pid(a->pid); /* first, as in lexit.c: a restart finds it free */
   lt_grave_add(wid, a->pid, reason, rlen);
   ty__buf_reset(b);
   if (!ty__codec_put_string(b, "DOWN", 4) &&
@@ -182,7 +183,6 @@ static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   }
   for (uint32_t i = 0; i < la->links.n; i++)
     lt_send_raw_from(a->pid, la->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
-  lt_names_drop_pid(a->pid);
   if (la->is_main) lt_main_done(false, reason, rlen);
 }
 
