@@ -106,7 +106,7 @@ typedef struct ty__wd {
   size_t ndead, capdead;
   uint64_t stuck_since_ns;
   /* The watchdog thread's own: what it saw at its last look. */
-  uint64_t seen_seq, seen_ns, seen_cpu, asked_ns;
+  uint64_t seen_seq, seen_ns, seen_cpu, asked_ns, asked_cpu;
   bool asked; /* a slice request was posted for seen_seq (at asked_ns) */
 } ty__wd;
 

@@ -339,6 +339,7 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   if (ran >= slice && !d->asked) {
     d->asked = true;
     d->asked_ns = now;
+    d->asked_cpu = cpu_ns(w, now);
     pthread_mutex_lock(&d->mu);
     if (d->state == TY__WD_OK) {
       post(w, TY_PREEMPT_SLICE, s, 0);
@@ -347,11 +348,15 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
     }
     pthread_mutex_unlock(&d->mu);
   }
-  /* Stuck: two slices of wall time, and the request had a quarter slice
-   * to work (it may have come late on a loaded machine). */
-  uint64_t wall = now - d->seen_ns;
-  if (d->asked && wall + 2 * tick >= 2 * slice &&
-      now - d->asked_ns >= slice / 4)
+  /* Stuck: two slices of wall time, and since the request the thread had
+   * half a slice of CPU to act on it. A thread the machine starves of CPU
+   * cannot answer, and is not stuck for that: it gets four slices of wall
+   * time since the request before it is declared stuck anyway. */
+  if (!d->asked) return;
+  uint64_t wall = now - d->seen_ns, since = now - d->asked_ns;
+  bool tried = cpu_ns(w, now) - d->asked_cpu >= slice / 2;
+  if ((tried && wall + 2 * tick >= 2 * slice && since >= slice / 4) ||
+      since + tick >= 4 * slice)
     declare(w, s, now);
 }
 
