@@ -48,7 +48,7 @@ LLHTTP_SRC = /usr/share/llhttp
 LLHTTP_INC = /usr/share/include/llhttp
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
-.PHONY: all ctest test spec lint tsan asan bench deps clean install
+.PHONY: all ctest test spec lint tsan asan bench bench-chart deps clean install
 
 all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 
@@ -121,6 +121,10 @@ asan:
 	$(MAKE) BUILD=build-asan CC=clang OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  ctest T="$(T)" TY_TEST_SCALE=5
+
+# The last sitting's table as a bar chart (bench/chart.svg, shown in README).
+bench-chart:
+	luajit bench/chart.lua bench/last-sitting.txt > bench/chart.svg
 
 bench: $(BUILD)/cbench $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	BENCH="$(BENCH)" bench/run.sh

@@ -389,4 +389,6 @@ fi
 echo
 echo "# side by side (medians; ratios are tycho/peer for rates and %, peer/tycho for times, ms and bytes: > 1 = tycho better)"
 table
+# The sitting's summary lines, for `make bench-chart` (bench/chart.lua).
+cp "$SUMMARY" "$ROOT/bench/last-sitting.txt"
 exit 0
