@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "fence.h"
 #include "log.h"
 
 #define QUEUE_BYTES (8u << 20) /* events waiting for the writer */
@@ -105,6 +106,10 @@ static void *writer(void *arg) {
 }
 
 static void start(void) {
+  /* The writer thread outlives every runtime and runs this object's code:
+   * a host that unloads the module (lua_close of the state that required
+   * it) must not unmap it under the thread. */
+  ty__pin_code();
   q = ty__xmalloc(QUEUE_BYTES);
   pthread_t t;
   pthread_attr_t a;
