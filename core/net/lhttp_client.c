@@ -98,11 +98,14 @@ static int on_header_value_complete(llhttp_t *ll) {
 
 static int on_headers_complete(llhttp_t *ll) {
   hresp *r = of(ll);
-  if (ll->http_major != 1) return refuse(r, RESP_BAD);
+  /* llhttp takes a status of fewer than 3 digits ("HTTP/1.1 1 OK"). */
+  if (ll->http_major != 1 || ll->status_code < 100 || ll->status_code > 999)
+    return refuse(r, RESP_BAD);
   if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > r->max_body)
     return refuse(r, RESP_TOOLARGE);
-  /* A response to HEAD has no body, whatever its Content-Length says. */
-  return r->head_req && ll->status_code / 100 != 1 ? 1 : 0;
+  /* A response to HEAD has no body, whatever its Content-Length says; nor
+   * has a 1xx (RFC 9110 15.2; after a 101 the stream is another protocol). */
+  return r->head_req || ll->status_code / 100 == 1 ? 1 : 0;
 }
 
 static int on_body(llhttp_t *ll, const char *at, size_t len) {

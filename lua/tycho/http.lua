@@ -11,7 +11,8 @@
 -- Options: host ("127.0.0.1"), port (8080), backlog (4096), handler
 -- (required), args (a table: the handler is called handler(req, args[1],
 -- args[2], ...) on every worker, args.n counting trailing nils; the values
--- are copied to the workers like a message), the limits below, server
+-- are copied to the workers like a message), tls ({cert=, key=}: HTTPS,
+-- ALPN http/1.1), the limits below, server
 -- ("tycho": the Server header; false: none), default_type ("text/plain":
 -- Content-Type when the handler gives none; false: none). An unknown option or a bad value raises.
 --
