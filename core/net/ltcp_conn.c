@@ -431,7 +431,6 @@ static int l_detach(lua_State *L) {
   if (c->reader || c->writer) return lt_push_fail(L, "busy");
   if (c->owner) lt_res_remove(c->owner, &c->res);
   c->owner = NULL;
-  c->detached = true;
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -446,7 +445,6 @@ static int l_attach(lua_State *L) {
   if (c->owner) lt_res_remove(c->owner, &c->res);
   c->owner = a->user;
   lt_res_add(c->owner, &c->res);
-  c->detached = false;
   lua_pushboolean(L, 1);
   return 1;
 }
