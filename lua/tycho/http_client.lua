@@ -15,7 +15,8 @@
 -- many (303, and 301/302 after a POST, go on as GET without the body).
 -- Errors: the tokens of tycho.tcp ("timeout", "refused", "closed",
 -- "reset", "badhost", "tls: <reason>"...), "toolarge" (head or body over
--- its limit), "badresponse" (not HTTP/1.x).
+-- its limit), "badresponse" (not HTTP/1.x), "badurl" (not an http:// or
+-- https://host[:port]... URL).
 --
 -- Keep-alive: each worker keeps idle connections per scheme, host, port and
 -- TLS settings (pool_size = 32 each, for pool_idle = 60 s); a request takes
@@ -236,9 +237,6 @@ local function options(opts)
   end
   local o = {}
   if type(opts.url) ~= "string" then misuse("url is required (a string)") end
-  if not parse_url(opts.url) then
-    misuse(("url must be http://host[:port]/path or https://..., not %q"):format(opts.url))
-  end
   o.method = opts.method or "GET"
   if type(o.method) ~= "string" or not o.method:match("^[%w!#$%%&'*+.^_`|~-]+$") then
     misuse("method must be a token such as \"GET\"")
@@ -287,6 +285,9 @@ end
 
 function M.request(opts)
   local o = options(opts)
+  -- A URL is data (configuration, a Location): one that is not http(s)
+  -- is an answer, not a misuse.
+  if not parse_url(opts.url) then return nil, "badurl" end
   local deadline = now() + o.timeout
   local url, method, headers, body = opts.url, o.method, o.headers, o.body
   local left = o.redirects
