@@ -78,6 +78,22 @@ local function parse_url(url)
   return scheme, host, port, target, auth
 end
 
+-- parse_url's answers for the URLs this worker used last (a service calls
+-- the same few again and again); emptied when it grows past URL_CACHE.
+local URL_CACHE = 256
+local urls, nurls = {}, 0
+
+local function parse_url_cached(url)
+  local u = urls[url]
+  if u then return u[1], u[2], u[3], u[4], u[5] end
+  local scheme, host, port, target, auth = parse_url(url)
+  if not scheme then return nil end
+  if nurls >= URL_CACHE then urls, nurls = {}, 0 end
+  urls[url] = { scheme, host, port, target, auth }
+  nurls = nurls + 1
+  return scheme, host, port, target, auth
+end
+
 -- The absolute URL a Location header points at, from the URL it came from.
 local function resolve_location(base, loc)
   if loc:match("^%a[%w+.-]*://") then return loc end
@@ -203,7 +219,7 @@ end
 
 -- One request to one URL (no redirects): res | nil, err.
 local function once(method, url, headers, body, deadline, o)
-  local scheme, host, port, target, authority = parse_url(url)
+  local scheme, host, port, target, authority = parse_url_cached(url)
   if not scheme then return nil, "badurl" end
   local key = pool_key(scheme, host, port, o.tls)
   local head = request_head(method, target, authority, headers, body, o.keepalive)
@@ -230,6 +246,18 @@ end
 
 -- ---- the API --------------------------------------------------------------------------
 
+local METHODS = { GET = "GET", HEAD = "HEAD", POST = "POST", PUT = "PUT", DELETE = "DELETE",
+  PATCH = "PATCH", OPTIONS = "OPTIONS" }
+
+local function num(opts, k, def, lo)
+  local v = opts[k]
+  if v == nil then return def end
+  if type(v) ~= "number" or v ~= v or v < lo then
+    misuse(("%s must be a number >= %s"):format(k, tostring(lo)), 5)
+  end
+  return v
+end
+
 local function options(opts)
   if type(opts) ~= "table" then misuse("expected a table {url=, method=, ...}") end
   for k in pairs(opts) do
@@ -237,27 +265,22 @@ local function options(opts)
   end
   local o = {}
   if type(opts.url) ~= "string" then misuse("url is required (a string)") end
-  o.method = opts.method or "GET"
-  if type(o.method) ~= "string" or not o.method:match("^[%w!#$%%&'*+.^_`|~-]+$") then
-    misuse("method must be a token such as \"GET\"")
+  o.method = METHODS[opts.method or "GET"]
+  if not o.method then
+    local m = opts.method
+    if type(m) ~= "string" or not m:match("^[%w!#$%%&'*+.^_`|~-]+$") then
+      misuse("method must be a token such as \"GET\"")
+    end
+    o.method = m:upper()
   end
-  o.method = o.method:upper()
   o.headers = opts.headers or {}
   if type(o.headers) ~= "table" then misuse("headers must be a table") end
   o.body = opts.body or ""
   if type(o.body) ~= "string" then misuse("body must be a string") end
-  local function num(k, def, lo)
-    local v = opts[k]
-    if v == nil then return def end
-    if type(v) ~= "number" or v ~= v or v < lo then
-      misuse(("%s must be a number >= %s"):format(k, tostring(lo)))
-    end
-    return v
-  end
-  o.timeout = num("timeout", 60, 0)
-  o.max_body = num("max_body", 16 * 1024 * 1024, 0)
-  o.max_header_size = num("max_header_size", 65536, 64)
-  o.redirects = num("redirects", 0, 0)
+  o.timeout = num(opts, "timeout", 60, 0)
+  o.max_body = num(opts, "max_body", 16 * 1024 * 1024, 0)
+  o.max_header_size = num(opts, "max_header_size", 65536, 64)
+  o.redirects = num(opts, "redirects", 0, 0)
   o.keepalive = opts.keepalive ~= false
   local tls = opts.tls or {}
   if type(tls) ~= "table" then misuse("tls must be a table {ca=, verify=, sni=}") end
@@ -287,7 +310,7 @@ function M.request(opts)
   local o = options(opts)
   -- A URL is data (configuration, a Location): one that is not http(s)
   -- is an answer, not a misuse.
-  if not parse_url(opts.url) then return nil, "badurl" end
+  if not parse_url_cached(opts.url) then return nil, "badurl" end
   local deadline = now() + o.timeout
   local url, method, headers, body = opts.url, o.method, o.headers, o.body
   local left = o.redirects
