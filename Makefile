@@ -12,6 +12,7 @@ OPT     ?= -O2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
               -fno-strict-aliasing -g -DTYCHO_VERSION='"$(VERSION)"'
 LDLIBS  = -pthread -lm -luring
+TLS_LIBS = -lssl -lcrypto
 
 # luarocks passes LUA_INCDIR; it may point at a plain Lua 5.1, so only take
 # it when it holds luajit.h.
@@ -87,11 +88,11 @@ $(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
 # host process.
 $(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(LDLIBS) -Wl,-E
 
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)

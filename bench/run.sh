@@ -41,11 +41,13 @@ PEER_NAMES=${PEER_NAMES:-"tokio erlang"}
 PEER_VARIANTS=${PEER_VARIANTS:-"spawn_msg pingpong_oneshot"}
 
 # The workloads, in the order they run and appear in the table. `http` is
-# wrk against a tycho.http server (run_http below; its rows: http, http_json).
+# wrk against a tycho.http server (run_http below; its rows: http, http_json);
+# `https` (rows https, https_new) and `http_client` are in bench/net.sh, with
+# nginx (and wrk) beside them in the same sitting.
 WORKLOADS="spawn pingpong ring skew timers memory"
 C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
 LUA_WORKLOADS="spawn pingpong ring skew timers memory"  # bench/lua/<w>.lua
-SERVER_WORKLOADS="http"
+SERVER_WORKLOADS="http https http_client"   # https, http_client: bench/net.sh
 
 BUILD=${BUILD:-build}
 CBENCH=$ROOT/$BUILD/cbench
@@ -220,6 +222,9 @@ run_http() {
     HTTP_PEER_DONE=1
 }
 
+# https and http_client (bench/net.sh).
+source "$ROOT/bench/net.sh"
+
 # ---------------------------------------------------------------------------
 # Peer suites. Each runs from a private copy under build/peers/<name> (shared/
 # stays untouched; the copy keeps its build products between runs).
@@ -274,7 +279,7 @@ run_peer() {
 # A ratio is tycho/peer for rates and percentages, peer/tycho for times and
 # sizes: > 1 means tycho is better.
 table() {
-    awk -v order="$WORKLOADS $SERVER_WORKLOADS http_json" -v peers="$PEER_NAMES" '
+    awk -v order="$WORKLOADS $SERVER_WORKLOADS http_json https_new" -v peers="$PEER_NAMES" '
     function human(v) {
         if (v == "") return "-"
         if (v == "FAILED") return v
@@ -375,6 +380,8 @@ fi
 for w in $WORKLOADS $SERVER_WORKLOADS; do
     want "$w" || continue
     if [ "$w" = http ]; then run_http; continue; fi
+    if [ "$w" = https ]; then run_https; continue; fi
+    if [ "$w" = http_client ]; then run_http_client; continue; fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done
@@ -385,6 +392,7 @@ if [ "$PEERS" = 1 ]; then
 else
     PEER_NAMES=${HTTP_PEER_DONE:+tokio}  # run_http ran the tokio peer's http
 fi
+PEER_NAMES="$PEER_NAMES$NET_PEERS"      # nginx, wrk beside https, http_client
 
 echo
 echo "# side by side (medians; ratios are tycho/peer for rates and %, peer/tycho for times, ms and bytes: > 1 = tycho better)"

@@ -13,6 +13,8 @@ PACKAGES=(
   build-essential make pkg-config
   libluajit-5.1-dev luajit
   liburing-dev
+  # TLS (OpenSSL 3); the openssl command makes the specs' certificates
+  libssl-dev openssl
   # sanitizers (make tsan / make asan build with clang; the runtimes are only
   # a Recommends of clang, so name them)
   clang libclang-rt-dev
@@ -20,7 +22,9 @@ PACKAGES=(
   lua-busted lua-cjson lua-socket luarocks
   # HTTP parser sources (C, in /usr/share/llhttp)
   node-llhttp
-  # benchmarks, model checking, memory checking
+  # benchmarks, model checking, memory checking (nginx, the peer of the
+  # https and http_client workloads and of the HTTP client's specs, is not
+  # installed: scripts/fetch-debs.sh unpacks it under build/debs)
   wrk curl spin valgrind
   # make lint: C style and Lua style
   clang-format lua-check

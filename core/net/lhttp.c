@@ -267,6 +267,8 @@ void lt_open_http(lua_State *L) {
                                    {"gauge_enter", lt_http_gauge_enter},
                                    {"gauge_count", lt_http_gauge_count},
                                    {"gauge_free", lt_http_gauge_free},
+                                   {"rparser", lt_http_rparser},
+                                   {"rfeed", lt_http_rfeed},
                                    {NULL, NULL}};
   lua_newtable(L);
   /* The upvalues of every function (UV_*). */

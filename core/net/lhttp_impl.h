@@ -5,6 +5,7 @@
  *   lhttp_respond.c  serializing responses (and the error responses)
  *   lhttp.c          the functions lua/tycho/http.lua calls, configuration
  *   lhttp_gauge.c    per-server connection gauges
+ *   lhttp_client.c   the client's response parser (lhttp_client.h)
  *
  *
  * Why the split: the connection loop stays in Lua, so a handler may block
@@ -151,6 +152,11 @@ void lt_http_put_simple(hparser *p, int status, bool keep);
 /* The handler's response res (at ri; body at bi): NULL, or why it is not
  * one (nothing written then). */
 const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi);
+
+/* ---- lhttp_client.c ------------------------------------------------------ */
+
+int lt_http_rparser(lua_State *L);
+int lt_http_rfeed(lua_State *L);
 
 /* ---- lhttp_gauge.c ------------------------------------------------------- */
 

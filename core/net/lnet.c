@@ -9,7 +9,7 @@
  *    as a token of the transit table (see codec.h); the table is emptied
  *    when the last worker state that loaded this module closes, so a handle
  *    whose message was never read does not outlive its runtime;
- *  - the module's fields: tcp, _set_nofile.
+ *  - the module's fields: tcp, tls, _set_nofile.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "ltcp.h"
+#include "ltls.h"
 #include "lua/codec.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
@@ -301,6 +301,8 @@ void lt_open_net(lua_State *L) {
   ty__codec_set_hooks(&lt_tcp_hooks);
   lt_tcp_push(L);
   lua_setfield(L, -2, "tcp");
+  lua_pushcfunction(L, lt_tls_l_config);
+  lua_setfield(L, -2, "tls");
   lua_pushcfunction(L, l_set_nofile);
   lua_setfield(L, -2, "_set_nofile");
   lua_pushcfunction(L, l_io_available);

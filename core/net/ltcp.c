@@ -6,19 +6,35 @@
 #include <netinet/tcp.h>
 #include <string.h>
 
-#include "ltcp.h"
+#include "ltls.h"
 #include "lua/lapi.h"
 
 /* ---- connect ----------------------------------------------------------- */
+
+/* TLS: connected, the handshake starts (and is waited for in the same
+ * wait: the timeout covers both). */
+static void connected_tls(lt_conn *c) {
+  lt_net_nodelay(c->fd);
+  lt_tls_begin(c);
+  lt_conn_want_input(c);
+}
 
 static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
                         bool timed_out) {
   lt_conn *c = la->ext_ctx;
   if (c->connecting && !c->closed && !timed_out) return lt_net_rewait(a, la);
-  int n;
+  int n = -1;
+  if (!c->closed && !c->connecting && c->cres >= 0 && c->tls) {
+    if (!lt_tls_done(c) && !ty__io_op_busy(&c->wop) && !c->werr)
+      connected_tls(c); /* does nothing once begun */
+    n = lt_tls_wait_result(co, c, timed_out);
+    if (n < 0) return lt_net_rewait(a, la);
+  }
   c->writer = NULL;
   la->ext_cancel = NULL;
-  if (c->closed) {
+  if (n > 0) {
+    lt_conn_close(c); /* the handshake failed: its `nil, err` is pushed */
+  } else if (c->closed) {
     n = lt_push_fail(co, "closed");
   } else if (c->connecting) {
     n = lt_push_fail(co, "timeout");
@@ -27,7 +43,7 @@ static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
     n = lt_push_fail(co, lt_net_errtok(c->cres));
     lt_conn_close(c);
   } else {
-    lt_net_nodelay(c->fd);
+    if (!c->tls) lt_net_nodelay(c->fd);
     lt_conn_push(co, c);
     n = 1;
   }
@@ -50,12 +66,31 @@ static int check_port(lua_State *L, int idx, const char *fname) {
   return (int)p;
 }
 
-/* tycho.tcp.connect(host, port [, timeout]) -> conn | nil, err */
+/* The timeout: a number, or the `timeout` of an options table. */
+static int64_t connect_timeout(lua_State *L) {
+  if (lua_type(L, 3) != LUA_TTABLE)
+    return lt_net_timeout(L, 3, DEFAULT_TIMEOUT_NS, "tcp.connect");
+  lua_getfield(L, 3, "timeout");
+  int64_t tmo = lt_net_timeout(L, -1, DEFAULT_TIMEOUT_NS, "tcp.connect");
+  lua_pop(L, 1);
+  return tmo;
+}
+
+/* tycho.tcp.connect(host, port [, timeout | opts [, name]]) -> conn |
+ * nil, err. opts: {timeout=, tls=, sni=, verify=, ca=, alpn=} (ltls_lua.c);
+ * name: the host name the address was resolved from (lua/tycho/init.lua),
+ * checked against the certificate when sni= is not given. */
 static int l_connect(lua_State *L) {
   const char *host = luaL_checkstring(L, 1);
   int port = check_port(L, 2, "connect");
-  int64_t tmo = lt_net_timeout(L, 3, DEFAULT_TIMEOUT_NS, "tcp.connect");
+  int64_t tmo = connect_timeout(L);
+  const char *name = luaL_optstring(L, 4, host);
   ty_actor *a = lt_net_actor(L, "tcp.connect");
+  lt_tls_client tls;
+  char err[256];
+  int want_tls =
+      lt_tls_client_opts(L, 3, name, "tcp.connect", &tls, err, sizeof err);
+  if (want_tls < 0) return lt_push_fail(L, err);
   struct sockaddr_storage ss;
   socklen_t len;
   if (lt_net_addr(host, port, &ss, &len)) return lt_push_fail(L, "badhost");
@@ -63,14 +98,19 @@ static int l_connect(lua_State *L) {
   if (fd < 0) return lt_push_fail(L, lt_net_errtok(errno));
   lt_actor *la = a->user;
   lt_conn *c = lt_conn_new(fd, la);
-  c->connecting = true;
   c->refs++; /* the waiter (below) or this function */
-  int err = ty__io_connect(c->io, &c->wop, fd, (struct sockaddr *)&ss, len);
-  if (err) {
+  if (want_tls && lt_tls_attach_client(c, &tls, err, sizeof err)) {
+    lt_conn_close(c);
+    lt_conn_unref(c);
+    return lt_push_fail(L, err);
+  }
+  c->connecting = true;
+  int ierr = ty__io_connect(c->io, &c->wop, fd, (struct sockaddr *)&ss, len);
+  if (ierr) {
     c->connecting = false;
     lt_conn_close(c);
     lt_conn_unref(c);
-    return lt_push_fail(L, lt_net_errtok(err));
+    return lt_push_fail(L, lt_net_errtok(ierr));
   }
   c->refs++; /* the op */
   c->writer = a;

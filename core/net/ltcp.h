@@ -1,10 +1,12 @@
 /*
  * ltcp.h - tycho.tcp's connections and listeners, shared by its files:
  *
- *   ltcp_conn.c     a connection: reading, writing, its Lua methods
+ *   ltcp_conn.c     a connection: reading, its Lua methods
+ *   ltcp_write.c    a connection: writing (and what TLS has to send)
  *   ltcp_listen.c   a listener: accepts on every worker, hand-over
  *   ltcp_transit.c  connections and listeners inside messages
  *   ltcp.c          connect, and the tycho.tcp table
+ *   ltls.c          TLS on a connection (ltls.h)
  *
  *
  * A connection (lt_conn) lives on one worker at a time: its ops are armed
@@ -24,6 +26,14 @@
  * Writing: one send() straight from the Lua string; what the kernel did not
  * take is copied to the connection and sent by a backend op while the
  * writer waits. The worker never blocks.
+ *
+ * TLS (ltls.h): a connection may carry an OpenSSL session working on
+ * memory buffers. What arrives is ciphertext: it goes into the session,
+ * and the plaintext it yields lands in the same read buffer, so reading is
+ * the same code for both. Writes seal the plaintext into ciphertext that
+ * goes out through the same send path (lt_conn_pump), together with what
+ * the session writes on its own (handshake flights, alerts). The session
+ * never touches the socket, so neither backend notices it.
  *
  * Moving: a connection inside a message (or spawn arguments) travels as a
  * token of the transit table (lnet.c). Once the sender's encode succeeds
@@ -69,10 +79,15 @@ enum { LT_H_CONN = 1, LT_H_LISTENER = 2 };
 #define ACCEPT_QUEUE 64        /* accepted, untaken: pause accepting */
 #define DEFAULT_BACKLOG 511
 #define LT_EOF 1 /* rerr: the peer closed its side */
+/* rerr / werr: the TLS session failed (its reason: lt_tls_reason). Not an
+ * errno value. */
+#define LT_ETLS (-0x7001)
 
 enum { RM_COUNT = 0, RM_LINE, RM_ALL, RM_SOME };
 
 /* ---- connections (ltcp_conn.c) ------------------------------------------ */
+
+typedef struct lt_tls lt_tls; /* ltls.c */
 
 typedef struct lt_conn {
   lt_res res; /* in the owner's resources: first, for the cast back */
@@ -93,8 +108,10 @@ typedef struct lt_conn {
   int werr;                         /* sticky: a failed (or timed out) write */
   int cres;                         /* connect's result */
   bool connecting, closed;
-  bool moving; /* leaving this worker: no re-arming */
+  bool moving;  /* leaving this worker: no re-arming */
+  bool shut_wr; /* TLS: shutdown(SHUT_WR) once the queued bytes are out */
   int64_t t_connect, t_send, t_read;
+  lt_tls *tls; /* NULL: plain TCP */
 } lt_conn;
 
 typedef struct conn_ud {
@@ -111,6 +128,27 @@ void lt_conn_try_release(lt_conn *c);
 /* Pushes a userdata for c (NULL: a closed one). */
 void lt_conn_push(lua_State *L, lt_conn *c);
 void lt_conn_metatable(lua_State *L);
+/* The open connection at stack index 1, or NULL (closed or moved); raises
+ * when it is not a connection. */
+lt_conn *lt_conn_check(lua_State *L);
+/* The stable token for a read or write error of c (LT_ETLS: the reason). */
+const char *lt_conn_errtok(const lt_conn *c, int err);
+/* Room for n more received bytes at rb + r1 (the caller adds to r1). */
+char *lt_conn_rb_space(lt_conn *c, size_t n);
+/* Arms the recv if the connection should be reading and is not. */
+void lt_conn_want_input(lt_conn *c);
+/* Sends what is queued: wb[woff..wlen), then what the TLS session has to
+ * send. Does nothing while the send op is busy (its end goes on). */
+void lt_conn_pump(lt_conn *c);
+/* Nothing queued and no send under way. */
+bool lt_conn_flushed(const lt_conn *c);
+/* TLS, at close: a close_notify, sent if the socket takes it at once. */
+void lt_conn_flush_now(lt_conn *c);
+/* The send op's callback (ltcp_write.c). */
+void lt_conn_on_write(ty__io_op *op, int res, const char *data);
+/* conn:write, conn:shutdown (ltcp_write.c). */
+int lt_conn_l_write(lua_State *L);
+int lt_conn_l_shutdown(lua_State *L);
 
 /* ---- listeners (ltcp_listen.c) ------------------------------------------ */
 
@@ -144,6 +182,7 @@ struct lt_listener {
   _Atomic bool closed; /* set once by the creator, under mu */
   int fd;              /* open until the last reference goes */
   struct sockaddr_storage addr; /* bound (the port resolved) */
+  struct ssl_ctx_st *tls;       /* TLS listener: accepted connections use it */
   lt_res res;                   /* in the creator's resources */
   lt_actor *owner;    /* the creator, until it closes it (its worker only) */
   pthread_mutex_t mu; /* guards q, err and the waiters */
@@ -173,7 +212,7 @@ void lt_lst_unref(lt_listener *l);
 /* Pushes a userdata for l, taking a reference; `owner`: the creator's. */
 void lt_lst_push(lua_State *L, lt_listener *l, bool owner);
 void lt_lst_metatable(lua_State *L);
-/* tycho.tcp.listen{host=, port=, backlog=} -> listener | nil, err */
+/* tycho.tcp.listen{host=, port=, backlog=, tls=} -> listener | nil, err */
 int lt_tcp_listen(lua_State *L);
 
 /* ---- handles in messages (ltcp_transit.c) ------------------------------- */

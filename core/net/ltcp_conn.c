@@ -1,18 +1,19 @@
 /*
- * ltcp_conn.c - a tycho.tcp connection: the C object, reading, writing and
- * the Lua methods (ltcp.h tells the whole story).
+ * ltcp_conn.c - a tycho.tcp connection: the C object, reading and the Lua
+ * methods; writing is ltcp_write.c (ltcp.h tells the whole story).
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "ltcp.h"
+#include "ltls.h"
 #include "lua/lapi.h"
 
 void lt_conn_unref(lt_conn *c) {
   if (--c->refs > 0) return;
   ty__assert(c->closed && c->fd < 0);
+  lt_tls_free(c->tls);
   free(c->rb);
   free(c->wb);
   free(c);
@@ -36,6 +37,7 @@ static void conn_op_done(lt_conn *c) {
  * the owner forgets it. The memory goes with the last reference. */
 void lt_conn_close(lt_conn *c) {
   if (c->closed) return;
+  lt_conn_flush_now(c); /* TLS: a close_notify on the way out */
   c->closed = true;
   if (c->owner) lt_res_remove(c->owner, &c->res);
   c->owner = NULL;
@@ -51,7 +53,6 @@ void lt_conn_close(lt_conn *c) {
 static void conn_res_close(lt_res *r) { lt_conn_close((lt_conn *)r); }
 
 static void on_recv(ty__io_op *op, int res, const char *data);
-static void on_write(ty__io_op *op, int res, const char *data);
 
 /* A connection on the calling worker, owned by `owner` (may be NULL). */
 lt_conn *lt_conn_new(int fd, lt_actor *owner) {
@@ -60,7 +61,7 @@ lt_conn *lt_conn_new(int fd, lt_actor *owner) {
   c->w = ty_worker_current();
   c->io = ty_worker_io(c->w);
   c->rop.cb = on_recv;
-  c->wop.cb = on_write;
+  c->wop.cb = lt_conn_on_write;
   c->rop.ud = c->wop.ud = c;
   c->res.close = conn_res_close;
   c->t_connect = c->t_send = c->t_read = DEFAULT_TIMEOUT_NS;
@@ -96,7 +97,7 @@ static bool read_ready(lt_conn *c) {
 
 /* Room for n more bytes at r1: slide the unread bytes down or grow. */
 static void rb_reserve(lt_conn *c, size_t n) {
-  if (c->rcap - c->r1 >= n) return;
+  if (c->rb && c->rcap - c->r1 >= n) return;
   size_t used = avail(c);
   if (c->r0 && c->rcap - used >= n && used < c->rcap / 2) {
     memmove(c->rb, c->rb + c->r0, used);
@@ -112,6 +113,11 @@ static void rb_reserve(lt_conn *c, size_t n) {
   c->scan -= c->scan >= c->r0 ? c->r0 : c->scan;
   c->r1 = used;
   c->r0 = 0;
+}
+
+char *lt_conn_rb_space(lt_conn *c, size_t n) {
+  rb_reserve(c, n);
+  return c->rb + c->r1;
 }
 
 /* Does a waiting reader need more than the buffer holds? Then keep the
@@ -135,19 +141,28 @@ static void ensure_recv(lt_conn *c) {
   else c->refs++;
 }
 
+void lt_conn_want_input(lt_conn *c) { ensure_recv(c); }
+
 static void on_recv(ty__io_op *op, int res, const char *data) {
   lt_conn *c = op->ud;
   bool final = !ty__io_op_busy(op);
   if (res > 0 && !c->closed) {
-    rb_reserve(c, (size_t)res);
-    memcpy(c->rb + c->r1, data, (size_t)res);
-    c->r1 += (size_t)res;
+    if (c->tls) {
+      lt_tls_input(c, data, (size_t)res);
+    } else {
+      rb_reserve(c, (size_t)res);
+      memcpy(c->rb + c->r1, data, (size_t)res);
+      c->r1 += (size_t)res;
+    }
   } else if (res == 0) {
-    c->rerr = LT_EOF;
-  } else if (res < 0 && res != -ECANCELED) {
+    if (!c->rerr) c->rerr = LT_EOF; /* a TLS failure before it stands */
+  } else if (res < 0 && res != -ECANCELED && !c->rerr) {
     c->rerr = res;
   }
   if (c->reader && read_ready(c)) ty_actor_wake(c->reader);
+  /* A handshake that cannot end any more: its waiter hears it. */
+  if (c->tls && c->rerr && c->writer && !lt_tls_done(c))
+    ty_actor_wake(c->writer);
   if (!final) {
     /* Nobody asked for this much yet: let the peer wait. */
     if (avail(c) >= READ_HIGH && !reader_hungry(c)) ty__io_cancel(c->io, op);
@@ -175,9 +190,14 @@ static int read_fail(lua_State *L, lt_conn *c, const char *token) {
   return 3;
 }
 
+const char *lt_conn_errtok(const lt_conn *c, int err) {
+  if (err == LT_ETLS) return lt_tls_reason(c);
+  return lt_net_errtok(err);
+}
+
 static const char *rerr_token(const lt_conn *c) {
   if (c->closed || c->rerr == LT_EOF) return "closed";
-  return lt_net_errtok(c->rerr);
+  return lt_conn_errtok(c, c->rerr);
 }
 
 /* Answers a read from the buffer if it can: pushes the results and
@@ -234,74 +254,6 @@ static void read_cancel(ty_actor *a, lt_actor *la) {
   lt_conn_unref(c);
 }
 
-/* ---- connections: writing and connecting ------------------------------- */
-
-static void wake_writer(lt_conn *c) {
-  if (c->writer) ty_actor_wake(c->writer);
-}
-
-static void on_write(ty__io_op *op, int res, const char *data) {
-  (void)data;
-  lt_conn *c = op->ud;
-  if (c->connecting) {
-    c->connecting = false;
-    c->cres = res;
-  } else if (res > 0) {
-    c->woff += (size_t)res;
-    if (c->woff < c->wlen && !c->closed && !c->werr) {
-      int err =
-          ty__io_send(c->io, op, c->fd, c->wb + c->woff, c->wlen - c->woff);
-      if (!err) return; /* the op's reference carries over */
-      c->werr = err;
-    }
-  } else if (!c->werr) {
-    c->werr = res ? res : -EPIPE;
-  }
-  wake_writer(c);
-  conn_op_done(c);
-}
-
-static size_t sent_total(const lt_conn *c) { return c->wdirect + c->woff; }
-
-static int write_fail(lua_State *L, lt_conn *c, const char *token) {
-  lua_pushnil(L);
-  lua_pushstring(L, token);
-  lua_pushnumber(L, (lua_Number)sent_total(c));
-  return 3;
-}
-
-static int write_wake(lua_State *co, ty_actor *a, lt_actor *la,
-                      bool timed_out) {
-  lt_conn *c = la->ext_ctx;
-  int n;
-  if (c->closed) {
-    n = write_fail(co, c, "closed");
-  } else if (c->werr) {
-    n = write_fail(co, c, lt_net_errtok(c->werr));
-  } else if (c->woff >= c->wlen && !ty__io_op_busy(&c->wop)) {
-    lua_pushboolean(co, 1);
-    n = 1;
-  } else if (!timed_out) {
-    return lt_net_rewait(a, la);
-  } else {
-    /* The stream is cut mid-message: later writes fail too. */
-    c->werr = -ETIMEDOUT;
-    ty__io_cancel(c->io, &c->wop);
-    n = write_fail(co, c, "timeout");
-  }
-  c->writer = NULL;
-  la->ext_cancel = NULL;
-  lt_conn_unref(c);
-  return n;
-}
-
-static void write_cancel(ty_actor *a, lt_actor *la) {
-  (void)a;
-  lt_conn *c = la->ext_ctx;
-  c->writer = NULL;
-  lt_conn_unref(c);
-}
-
 /* ---- connections: Lua methods ------------------------------------------ */
 
 void lt_conn_push(lua_State *L, lt_conn *c) {
@@ -318,7 +270,7 @@ static conn_ud *check_conn_ud(lua_State *L) {
 }
 
 /* The open connection at 1, or NULL (closed or moved). */
-static lt_conn *check_conn(lua_State *L) {
+lt_conn *lt_conn_check(lua_State *L) {
   conn_ud *u = check_conn_ud(L);
   if (u->c && u->c->closed) return NULL;
   return u->c;
@@ -347,7 +299,7 @@ static int parse_pattern(lua_State *L, int idx, size_t *want) {
 
 /* conn:read(n | "*l" | "*a" [, timeout]) -> data | nil, err, partial */
 static int l_read(lua_State *L) {
-  lt_conn *c = check_conn(L);
+  lt_conn *c = lt_conn_check(L);
   size_t want = 0;
   int mode = parse_pattern(L, 2, &want);
   if (!c) return read_fail(L, &(lt_conn){.closed = true}, "closed");
@@ -377,7 +329,7 @@ static int l_read(lua_State *L) {
 /* conn:read_some(max [, timeout]) -> 1..max bytes, as soon as any have
  * arrived | nil, err */
 static int l_read_some(lua_State *L) {
-  lt_conn *c = check_conn(L);
+  lt_conn *c = lt_conn_check(L);
   lua_Number max = luaL_checknumber(L, 2);
   if (!(max >= 1) || max != (lua_Number)(size_t)max)
     return luaL_error(L, "tycho.tcp: read_some wants a byte count >= 1");
@@ -405,84 +357,6 @@ static int l_read_some(lua_State *L) {
   return lt_yield_ext(L, "tcp read_some", read_wake, c, tmo);
 }
 
-/* Gathers the write's arguments: one string is used in place, several are
- * joined into the connection's buffer. */
-static const char *write_data(lua_State *L, lt_conn *c, size_t *len) {
-  int top = lua_gettop(L);
-  if (top == 2) return luaL_checklstring(L, 2, len);
-  size_t total = 0;
-  for (int i = 2; i <= top; i++) {
-    size_t n;
-    luaL_checklstring(L, i, &n);
-    total += n;
-  }
-  if (c->wcap < total) {
-    free(c->wb);
-    c->wcap = total;
-    c->wb = ty__xmalloc(total);
-  }
-  for (int i = 2, off = 0; i <= top; i++) {
-    size_t n;
-    const char *s = lua_tolstring(L, i, &n);
-    memcpy(c->wb + off, s, n);
-    off += (int)n;
-  }
-  *len = total;
-  return c->wb;
-}
-
-/* Copies data[from..len) for the send op, unless it is already there. */
-static void stage(lt_conn *c, const char *data, size_t from, size_t len) {
-  if (data == c->wb) {
-    memmove(c->wb, c->wb + from, len - from);
-  } else {
-    if (c->wcap < len - from) {
-      free(c->wb);
-      c->wcap = len - from;
-      c->wb = ty__xmalloc(c->wcap);
-    }
-    memcpy(c->wb, data + from, len - from);
-  }
-  c->woff = 0;
-  c->wlen = len - from;
-  c->wdirect = from;
-}
-
-/* conn:write(data, ...) -> true | nil, err, bytes_sent */
-static int l_write(lua_State *L) {
-  lt_conn *c = check_conn(L);
-  if (!c) return lt_push_fail(L, "closed");
-  ty_actor *a = lt_net_actor(L, "tcp write");
-  if (c->writer) return lt_push_fail(L, "busy");
-  c->woff = c->wlen = c->wdirect = 0;
-  /* Before write_data: a cancelled send may still read the buffer. */
-  if (c->werr) return write_fail(L, c, lt_net_errtok(c->werr));
-  size_t len;
-  const char *data = write_data(L, c, &len);
-  ssize_t n;
-  do n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
-  if (n == (ssize_t)len) {
-    lua_pushboolean(L, 1);
-    return 1;
-  }
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-    c->werr = -errno;
-    return write_fail(L, c, lt_net_errtok(c->werr));
-  }
-  stage(c, data, n > 0 ? (size_t)n : 0, len);
-  int err = ty__io_send(c->io, &c->wop, c->fd, c->wb, c->wlen);
-  if (err) {
-    c->werr = err;
-    return write_fail(L, c, lt_net_errtok(err));
-  }
-  lt_actor *la = a->user;
-  c->refs += 2; /* the op, the waiter */
-  c->writer = a;
-  la->ext_cancel = write_cancel;
-  return lt_yield_ext(L, "tcp write", write_wake, c, c->t_send);
-}
-
 static int l_close(lua_State *L) {
   conn_ud *u = check_conn_ud(L);
   lt_conn *c = u->c;
@@ -503,7 +377,7 @@ static int64_t opt_setting(lua_State *L, int idx, int64_t cur) {
 /* conn:settimeouts(connect, send, read): seconds; nil keeps a value, a
  * negative number means no timeout. */
 static int l_settimeouts(lua_State *L) {
-  lt_conn *c = check_conn(L);
+  lt_conn *c = lt_conn_check(L);
   if (!c) return lt_push_fail(L, "closed");
   c->t_connect = opt_setting(L, 2, c->t_connect);
   c->t_send = opt_setting(L, 3, c->t_send);
@@ -513,7 +387,7 @@ static int l_settimeouts(lua_State *L) {
 }
 
 static int sock_name(lua_State *L, bool peer) {
-  lt_conn *c = check_conn(L);
+  lt_conn *c = lt_conn_check(L);
   if (!c) return lt_push_fail(L, "closed");
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
@@ -540,39 +414,53 @@ static int l_conn_gc(lua_State *L) {
 static int l_conn_tostring(lua_State *L) {
   conn_ud *u = lua_touserdata(L, 1);
   if (u->c && !u->c->closed)
-    lua_pushfstring(L, "tcp connection (fd %d)", u->c->fd);
+    lua_pushfstring(L, "tcp connection (fd %d%s)", u->c->fd,
+                    u->c->tls ? ", tls" : "");
   else lua_pushliteral(L, "tcp connection (closed)");
   return 1;
 }
 
-/* conn:shutdown([how]): "send" (the default) ends the sending side, so the
- * peer sees the end while we still read; "receive" or "both" likewise. */
-static int l_shutdown(lua_State *L) {
-  lt_conn *c = check_conn(L);
+/* conn:_detach(): the connection leaves its owner (it is parked in a
+ * worker's pool of idle connections: the HTTP client's, a cosocket's
+ * setkeepalive) and lives on until closed or collected, whichever actor
+ * ends. conn:_attach(): the running actor owns it again. Both on the
+ * connection's worker, with nobody reading or writing it. */
+static int l_detach(lua_State *L) {
+  lt_conn *c = lt_conn_check(L);
   if (!c) return lt_push_fail(L, "closed");
-  const char *how = luaL_optstring(L, 2, "send");
-  int h = strcmp(how, "send") == 0      ? SHUT_WR
-          : strcmp(how, "receive") == 0 ? SHUT_RD
-          : strcmp(how, "both") == 0    ? SHUT_RDWR
-                                        : -1;
-  if (h < 0)
-    return luaL_error(L,
-                      "tcp shutdown: how must be \"send\", \"receive\" "
-                      "or \"both\", not '%s'",
-                      how);
-  if (shutdown(c->fd, h) != 0) return lt_push_fail(L, lt_net_errtok(errno));
+  if (c->reader || c->writer) return lt_push_fail(L, "busy");
+  if (c->owner) lt_res_remove(c->owner, &c->res);
+  c->owner = NULL;
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_attach(lua_State *L) {
+  lt_conn *c = lt_conn_check(L);
+  if (!c) return lt_push_fail(L, "closed");
+  ty_actor *a = lt_net_actor(L, "tcp _attach");
+  if (c->w != ty_worker_current())
+    return luaL_error(L, "tcp _attach: the connection lives on another "
+                         "worker");
+  if (c->owner) lt_res_remove(c->owner, &c->res);
+  c->owner = a->user;
+  lt_res_add(c->owner, &c->res);
   lua_pushboolean(L, 1);
   return 1;
 }
 
 static const luaL_Reg conn_methods[] = {{"read", l_read},
                                         {"read_some", l_read_some},
-                                        {"write", l_write},
-                                        {"shutdown", l_shutdown},
+                                        {"write", lt_conn_l_write},
+                                        {"shutdown", lt_conn_l_shutdown},
                                         {"close", l_close},
                                         {"settimeouts", l_settimeouts},
                                         {"getpeername", l_getpeername},
                                         {"getsockname", l_getsockname},
+                                        {"starttls", lt_tls_l_starttls},
+                                        {"tlsinfo", lt_tls_l_info},
+                                        {"_detach", l_detach},
+                                        {"_attach", l_attach},
                                         {NULL, NULL}};
 
 void lt_conn_metatable(lua_State *L) {

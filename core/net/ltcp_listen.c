@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "ltcp.h"
+#include "ltls.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
 
@@ -43,6 +43,7 @@ static void lst_destroy(lt_listener *l) {
   q_drain(l);
   free(l->q);
   close(l->fd);
+  SSL_CTX_free(l->tls); /* sessions of accepted connections keep theirs */
   pthread_mutex_destroy(&l->mu);
   free(l);
 }
@@ -360,7 +361,28 @@ static void lst_on_stuck(unsigned worker) {
   pthread_mutex_unlock(&g_lst_mu);
 }
 
-/* tycho.tcp.listen{host=, port=, backlog=} -> listener | nil, err */
+/* The `tls` option: a server context, NULL for none; pushes nil, err and
+ * sets *failed when the files cannot be loaded. */
+static SSL_CTX *listen_tls(lua_State *L, bool *failed) {
+  lua_getfield(L, 1, "tls");
+  SSL_CTX *ctx = NULL;
+  *failed = false;
+  if (!lua_isnil(L, -1) && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
+    char err[256];
+    ctx = lt_tls_server_opts(L, lua_gettop(L), "tcp.listen", err, sizeof err);
+    if (!ctx) {
+      lua_pop(L, 1);
+      *failed = true;
+      lt_push_fail(L, err);
+      return NULL;
+    }
+  }
+  lua_pop(L, 1);
+  return ctx;
+}
+
+/* tycho.tcp.listen{host=, port=, backlog=, tls = {cert=, key=, alpn=}} ->
+ * listener | nil, err */
 int lt_tcp_listen(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ty_actor *a = ty_actor_current();
@@ -380,8 +402,14 @@ int lt_tcp_listen(lua_State *L) {
   socklen_t len;
   if (lt_net_addr(host, port, &ss, &len)) return lt_push_fail(L, "badhost");
   lua_pop(L, 1);
+  bool tls_failed;
+  SSL_CTX *tls = listen_tls(L, &tls_failed);
+  if (tls_failed) return 2;
   int fd = listen_socket(&ss, len, backlog);
-  if (fd < 0) return lt_push_fail(L, lt_net_errtok(fd));
+  if (fd < 0) {
+    SSL_CTX_free(tls);
+    return lt_push_fail(L, lt_net_errtok(fd));
+  }
   unsigned n = ty_runtime_workers(lt_g.rt);
   lt_listener *l = ty__xcalloc(1, sizeof *l + n * sizeof(lt_lslot));
   atomic_init(&l->refs, 2); /* the userdata, the owner */
@@ -389,6 +417,7 @@ int lt_tcp_listen(lua_State *L) {
   pthread_mutex_init(&l->mu, NULL);
   l->fd = fd;
   l->addr = ss;
+  l->tls = tls;
   l->n = n;
   l->backlog = backlog;
   atomic_init(&l->gen, 0);
@@ -430,13 +459,26 @@ static int take_now(lt_listener *l, int *fd, int *err) {
   return TAKE_NONE;
 }
 
+/* A connection of the caller for an accepted fd (TLS: its session waits
+ * for the client's first bytes; reads and writes wait for the handshake). */
+static int push_conn(lua_State *L, lt_listener *l, int fd, ty_actor *a) {
+  lt_net_nodelay(fd);
+  lt_conn *c = lt_conn_new(fd, a->user);
+  if (l->tls && lt_tls_attach_server(c, l->tls)) {
+    c->refs++;
+    lt_conn_close(c);
+    lt_conn_unref(c);
+    return lt_push_fail(L, "nomem");
+  }
+  lt_conn_push(L, c);
+  return 1;
+}
+
 /* Pushes what take_now found (TAKE_FD: a connection of the caller). */
-static int push_take(lua_State *L, int r, int fd, int err, ty_actor *a) {
+static int push_take(lua_State *L, lt_listener *l, int r, int fd, int err,
+                     ty_actor *a) {
   switch (r) {
-  case TAKE_FD:
-    lt_net_nodelay(fd);
-    lt_conn_push(L, lt_conn_new(fd, a->user));
-    return 1;
+  case TAKE_FD: return push_conn(L, l, fd, a);
   case TAKE_CLOSED: return lt_push_fail(L, "closed");
   case TAKE_ERR: return lt_push_fail(L, lt_net_errtok(err));
   default: return lt_push_fail(L, "timeout");
@@ -478,7 +520,7 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
   pthread_mutex_unlock(&l->mu);
   free(w);
   la->ext_cancel = NULL;
-  int n = push_take(co, r, fd, err, a);
+  int n = push_take(co, l, r, fd, err, a);
   lt_lst_unref(l);
   return n;
 }
@@ -523,7 +565,7 @@ static int l_accept(lua_State *L) {
   /* This worker accepts too from now on (after the take: it arms only
    * while the queue is short). */
   slot_arm(&l->slots[me]);
-  if (!w) return push_take(L, r, fd, err, a);
+  if (!w) return push_take(L, l, r, fd, err, a);
   lt_lst_ref(l);
   lt_actor *la = a->user;
   la->ext_cancel = accept_cancel;

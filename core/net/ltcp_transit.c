@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "ltcp.h"
+#include "ltls.h"
 
 /* What the current encode took: moved or shared once it succeeds. */
 typedef struct pending {
@@ -37,7 +37,8 @@ static int hook_fail(char *err, size_t errlen, const char *msg) {
 /* Why c cannot travel now, or NULL. */
 static const char *conn_stuck(const lt_conn *c, void *ud) {
   if (!c || c->closed) return "cannot send a closed tcp connection";
-  if (c->reader || c->writer || c->connecting || ty__io_op_busy(&c->wop))
+  if (c->reader || c->writer || c->connecting || ty__io_op_busy(&c->wop) ||
+      !lt_tls_idle(c))
     return "cannot send a tcp connection while an actor reads or writes it";
   for (size_t i = 0; i < t_npend; i++)
     if (t_pend[i].ud == ud)

@@ -1,4 +1,5 @@
---- tycho.http: an HTTP/1.1 server.
+--- tycho.http: an HTTP/1.1 server (and, in lua/tycho/http_client.lua, the
+-- client: tycho.http.request, tycho.http.get).
 --
 --   tycho.http.serve{host=, port=, handler=f | "module", ...} -> true (closed)
 --                                                  | nil, err (cannot listen)
@@ -10,7 +11,8 @@
 -- Options: host ("127.0.0.1"), port (8080), backlog (4096), handler
 -- (required), args (a table: the handler is called handler(req, args[1],
 -- args[2], ...) on every worker, args.n counting trailing nils; the values
--- are copied to the workers like a message), the limits below, server
+-- are copied to the workers like a message), tls ({cert=, key=}: HTTPS,
+-- ALPN http/1.1), the limits below, server
 -- ("tycho": the Server header; false: none), default_type ("text/plain":
 -- Content-Type when the handler gives none; false: none). An unknown option or a bad value raises.
 --
@@ -81,7 +83,7 @@ local OPTIONS = {
   max_header_size = true, max_headers = true, max_body_size = true,
   header_timeout = true, body_timeout = true, idle_timeout = true,
   send_timeout = true, max_connections = true, server = true,
-  default_type = true,
+  default_type = true, tls = true,
 }
 
 -- Through the event log (tycho.log): one line per event, never blocking.
@@ -357,12 +359,24 @@ local function plain_options(opts)
   return o
 end
 
+-- The listener's tls option: serve's, offering HTTP/1.1 by ALPN.
+local function server_tls(t, fname)
+  if t == nil or t == false then return nil end
+  if type(t) ~= "table" then
+    error(("tycho.http.%s: tls must be a table {cert=, key=}"):format(fname), 4)
+  end
+  local o = {}
+  for k, v in pairs(t) do o[k] = v end
+  o.alpn = o.alpn or { "http/1.1" }
+  return o
+end
+
 -- Listens, starts the acceptors and their supervisor.
 local function start(opts, fname)
   check_options(opts, fname)
   local spec = pack_handler(opts.handler, fname)
   local l, err = tycho.tcp.listen{ host = opts.host or "127.0.0.1", port = opts.port or 8080,
-    backlog = opts.backlog or 4096 }
+    backlog = opts.backlog or 4096, tls = server_tls(opts.tls, fname) }
   if not l then return nil, err end
   local workers = tycho.stats().workers
   local o = plain_options(opts)
@@ -448,5 +462,18 @@ end
 
 --- The Date header value now (cached per second).
 http.date = hc.date
+
+-- ---- the client (lua/tycho/http_client.lua, loaded on first use) ---------------------
+
+--- tycho.http.request{url=, method=, headers=, body=, timeout=, tls=, ...}
+-- -> res {status=, version=, headers=, body=} | nil, err
+function http.request(opts)
+  return require("tycho.http_client").request(opts)
+end
+
+--- tycho.http.get(url [, opts]): request{method = "GET", url = url, ...}
+function http.get(url, opts)
+  return require("tycho.http_client").get(url, opts)
+end
 
 return http

@@ -10,16 +10,18 @@ end
 
 -- tycho.tcp is core.tcp whose connect also takes host names: they are
 -- resolved on the blocking pool (getaddrinfo blocks), IPv4 first, so that no
--- worker ever waits on DNS.
+-- worker ever waits on DNS. The name goes along: TLS checks the server's
+-- certificate against it.
 local connect, resolve = core.tcp.connect, core.resolve
 tycho.tcp = setmetatable({
-  connect = function(host, port, timeout)
+  connect = function(host, port, opts)
+    local name = host
     if type(host) == "string" and not host:find("^[%d.]+$") and not host:find(":", 1, true) then
       local addr = resolve(host, "inet") or resolve(host, "any")
       if not addr then return nil, "badhost" end
       host = addr
     end
-    return connect(host, port, timeout)
+    return connect(host, port, opts, name)
   end,
 }, { __index = core.tcp })
 
