@@ -308,11 +308,13 @@ static uint64_t cpu_ns(ty_worker *w, uint64_t now) {
 
 /* How long the resume has run, as the slice counts it before asking it to
  * stop: the worker thread's CPU time (so that an overloaded machine does
- * not turn a busy actor into a runaway), but at least half the wall time
- * (so that one starved of CPU is still asked within two slices). */
+ * not turn a busy actor into a runaway: a second of work that the machine
+ * stretches over four is still a second of work), but at least a quarter of
+ * the wall time (so that one starved of CPU is still asked, within four
+ * slices). */
 static uint64_t ran_for(ty_worker *w, uint64_t now) {
   uint64_t cpu = cpu_ns(w, now) - w->wd.seen_cpu, wall = now - w->wd.seen_ns;
-  return cpu > wall / 2 ? cpu : wall / 2;
+  return cpu > wall / 4 ? cpu : wall / 4;
 }
 
 /* One look at one worker. */
