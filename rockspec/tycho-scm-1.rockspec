@@ -8,9 +8,10 @@
 -- binary, so luarocks copies it as is instead of wrapping it).
 --
 -- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev) and
--- liburing; `make deps` installs them. The Lua libraries tycho uses
--- (lua-cjson ...) come from Debian packages, which are not rocks, so they are
--- not listed as dependencies.
+-- liburing; `make deps` installs them. lua-cjson comes from a Debian
+-- package, which is not a rock, so it is not listed as a dependency: the
+-- install checks that LuaJIT finds it and says what to do when it does not.
+-- A release rock: `make rock` (rockspec/tycho-release.rockspec.in).
 rockspec_format = "3.0"
 package = "tycho"
 version = "scm-1"
@@ -39,17 +40,16 @@ dependencies = {
 
 build = {
    type = "make",
-   -- `all` also builds the C tests (a few seconds); the install target
-   -- depends only on the module and the launcher.
-   build_target = "all",
+   -- `lib`: the module and the launcher; the C tests are not built.
+   build_target = "lib",
    build_variables = {
       CC = "$(CC)",
       CFLAGS = "$(CFLAGS)",
-      LIBFLAG = "$(LIBFLAG)",
       -- The Makefile only takes LUA_INCDIR when it holds luajit.h (luarocks
-      -- may point it at a plain Lua 5.1's headers); LUA_LIBDIR may be empty.
+      -- may point it at a plain Lua 5.1's headers).
       LUA_INCDIR = "$(LUA_INCDIR)",
-      LUA_LIBDIR = "$(LUA_LIBDIR)",
+      -- A user's compiler may warn where ours did not: no -Werror.
+      WERROR = "",
    },
    install_target = "install",
    install_variables = {
@@ -58,6 +58,7 @@ build = {
       INST_LIBDIR = "$(LIBDIR)",
       INST_LUADIR = "$(LUADIR)",
       INST_CONFDIR = "$(CONFDIR)",
+      WERROR = "",
    },
 }
 
