@@ -20,6 +20,8 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -pthread -fPIC \
               -fno-strict-aliasing -g -DTYCHO_VERSION='"$(VERSION)"'
 LDLIBS  = -pthread -lm -luring
 TLS_LIBS = -lssl -lcrypto
+# tycho.ngx: md5/sha1 (libcrypto, with TLS_LIBS), ngx.re (PCRE2).
+NGX_LIBS = -lpcre2-8
 
 # luarocks passes LUA_INCDIR; it may point at a plain Lua 5.1, so only take
 # it when it holds luajit.h.
@@ -98,11 +100,11 @@ $(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
 # host process.
 $(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(LDLIBS) -Wl,-E
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS) -Wl,-E
 
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
