@@ -7,8 +7,9 @@
 -- (DIR/share/lua/5.1/tycho/*.lua) and the launcher DIR/bin/tycho (an ELF
 -- binary, so luarocks copies it as is instead of wrapping it).
 --
--- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev) and
--- liburing; `make deps` installs them. lua-cjson comes from a Debian
+-- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev),
+-- liburing, OpenSSL's libcrypto, PCRE2 and llhttp's sources (node-llhttp);
+-- `make deps` installs them. lua-cjson comes from a Debian
 -- package, which is not a rock, so it is not listed as a dependency: the
 -- install checks that LuaJIT finds it and says what to do when it does not.
 -- A release rock: `make rock` (rockspec/tycho-release.rockspec.in).
@@ -36,6 +37,14 @@ supported_platforms = { "linux" }
 
 dependencies = {
    "lua >= 5.1, < 5.2",
+}
+
+-- C libraries the build links (Debian: liburing-dev, libssl-dev,
+-- libpcre2-dev): luarocks says which one is missing before building.
+external_dependencies = {
+   LIBURING = { header = "liburing.h" },
+   OPENSSL = { header = "openssl/evp.h" },
+   PCRE2 = { header = "pcre2.h" },
 }
 
 build = {
