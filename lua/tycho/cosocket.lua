@@ -42,7 +42,7 @@ local tycho = require "tycho"
 local core = require "tycho.core"
 
 local type, tostring, tonumber = type, tostring, tonumber
-local setmetatable, error, pairs, next = setmetatable, error, pairs, next
+local setmetatable, error, pairs, ipairs, next = setmetatable, error, pairs, ipairs, next
 local floor, max = math.floor, math.max
 local find, sub, gsub, concat = string.find, string.sub, string.gsub, table.concat
 local now = tycho.now
@@ -137,7 +137,13 @@ end
 function M._keeper()
   keeper = tycho.self()
   while true do
-    local at = sweep()
+    local ok, at = pcall(sweep)
+    if not ok then -- a connection that could not even be polled: start over
+      for _, pool in pairs(pools) do
+        for _, e in ipairs(pool.list) do pcall(e.c.close, e.c) end
+      end
+      pools, at = {}, nil
+    end
     if not at then
       keeper, keeper_at = nil, nil
       return
@@ -152,12 +158,13 @@ local function keeper_main()
 end
 
 local function wake_keeper(deadline)
+  if keeper and deadline and (not keeper_at or deadline < keeper_at) then
+    keeper_at = deadline
+    if not tycho.send(keeper, "sweep") then keeper = nil end -- it was killed
+  end
   if not keeper then
     keeper_at = deadline or now() + 3600
     keeper = core._spawn_at(core._worker(), keeper_main)
-  elseif deadline and (not keeper_at or deadline < keeper_at) then
-    keeper_at = deadline
-    tycho.send(keeper, "sweep")
   end
 end
 
