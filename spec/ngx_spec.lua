@@ -28,6 +28,11 @@ describe("tycho.ngx", function()
       table.sort(keys)
       table.sort(sock)
       table.sort(re)
+      -- ngx.null travels in messages and comes back as itself.
+      local tycho = require "tycho"
+      tycho.send(tycho.self(), { ngx.null, x = ngx.null })
+      local m = tycho.recv(1)
+      assert(m[1] == ngx.null and m.x == ngx.null, "ngx.null in a message")
       return { keys = keys, sock = sock, re = re, global = rawget(_G, "ngx") == ngx,
         meta = getmetatable(ngx) == nil, var = ngx.var, say = ngx.say, shared = ngx.shared,
         null = ngx.null == require("tycho.json").null,
