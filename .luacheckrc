@@ -6,6 +6,7 @@ std = "luajit"
 max_line_length = 100
 codes = true
 ignore = { "431", "432", "433", "212/self" }
-files["spec/"] = { std = "+busted" }
+-- tycho.ngx sets the global `ngx` that OpenResty drivers read.
+files["spec/"] = { std = "+busted", read_globals = { "ngx" } }
 files["bench/lua/"] = { globals = { "arg" } }
-files["examples/"] = { read_globals = { "arg" } }
+files["examples/"] = { read_globals = { "arg", "ngx" } }

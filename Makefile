@@ -1,18 +1,27 @@
 # tycho - build, test, bench, install.
 #   make            everything: core library, Lua module, launcher, C tests
+#   make lib        only what an install needs: the Lua module and the launcher
 #   make deps       installs the Debian packages the build and tests need
 #   make test       every test (C tests, then busted specs)
 #   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
 #   make bench      the workload suite (BENCH="spawn ring" for a subset)
 #   make install    PREFIX=/usr/local (luarocks passes its own variables)
+#   make dist       the release tarball build/dist/tycho-VERSION.tar.gz
+#   make rock       build/dist/tycho-VERSION-1.src.rock (and its rockspec and
+#                   a rocks-server manifest in build/dist)
 
 VERSION  = 0.1.0
 CC      ?= cc
 OPT     ?= -O2
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
+# -Werror in developer builds only: the rockspecs pass WERROR= so that a
+# newer compiler's new warnings do not stop a user's install.
+WERROR  ?= -Werror
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -pthread -fPIC \
               -fno-strict-aliasing -g -DTYCHO_VERSION='"$(VERSION)"'
 LDLIBS  = -pthread -lm -luring
 TLS_LIBS = -lssl -lcrypto
+# tycho.ngx: md5/sha1 (libcrypto, with TLS_LIBS), ngx.re (PCRE2).
+NGX_LIBS = -lpcre2-8
 
 # luarocks passes LUA_INCDIR; it may point at a plain Lua 5.1, so only take
 # it when it holds luajit.h.
@@ -49,9 +58,12 @@ LLHTTP_SRC = /usr/share/llhttp
 LLHTTP_INC = /usr/share/include/llhttp
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
-.PHONY: all ctest test spec lint tsan asan bench bench-chart deps clean install
+.PHONY: all lib ctest test spec lint tsan asan bench bench-chart deps clean \
+        install check-cjson dist rock
 
-all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests lib
+
+lib: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 
 # Only the binding and the launcher see Lua's headers (scripts/layers.sh
 # checks the rest of the layering).
@@ -88,11 +100,11 @@ $(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
 # host process.
 $(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(LDLIBS) -Wl,-E
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS) -Wl,-E
 
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
@@ -143,13 +155,44 @@ INST_LUADIR ?= $(INST_PREFIX)/share/lua/5.1
 # Every .lua under lua/tycho, sub-folders included, keeps its relative path.
 LUA_FILES   = $(patsubst lua/%,%,$(shell find lua/tycho -name '*.lua'))
 
-install: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+# tycho.json runs on lua-cjson, a Debian package (lua-cjson) or a rock, which
+# the rockspecs cannot declare without making luarocks fetch and build its
+# own copy; so the install checks that LuaJIT finds it (in the tree being
+# installed into too) and says what to do when it does not. CJSON_CHECK=0
+# skips the check.
+LUAJIT      ?= luajit
+CJSON_CHECK ?= 1
+# (Under luarocks INST_PREFIX is the rock's own folder inside the tree.)
+check-cjson:
+	@tree="$(INST_PREFIX)"; tree=$${tree%%/lib/luarocks/rocks*}; \
+	if [ "$(CJSON_CHECK)" != 0 ] && command -v $(LUAJIT) >/dev/null 2>&1 && \
+	  ! $(LUAJIT) -e "package.cpath = '$$tree/lib/lua/5.1/?.so;' .. package.cpath; require 'cjson'" \
+	    >/dev/null 2>&1; then \
+	  echo "tycho: lua-cjson is missing (tycho.json needs it): apt-get install lua-cjson," \
+	       "or luarocks --lua-version=5.1 install lua-cjson (CJSON_CHECK=0 skips this check)" >&2; \
+	  exit 1; \
+	fi
+
+install: $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho check-cjson
 	install -d $(DESTDIR)$(INST_BINDIR) $(DESTDIR)$(INST_LIBDIR)/tycho $(DESTDIR)$(INST_LUADIR)/tycho
 	install -m 755 $(BUILD)/bin/tycho $(DESTDIR)$(INST_BINDIR)/tycho
 	install -m 755 $(BUILD)/lib/tycho/core.so $(DESTDIR)$(INST_LIBDIR)/tycho/core.so
 	for f in $(LUA_FILES); do \
 	  install -D -m 644 lua/$$f $(DESTDIR)$(INST_LUADIR)/$$f || exit 1; \
 	done
+
+# A release: the tracked files as they are in the work tree, under
+# tycho-VERSION/ (scripts/dist.sh); a source rock whose rockspec points at
+# that tarball, and a manifest so that build/dist serves as a rocks server
+# (scripts/rock.sh). DIST_URL: where the tarball will be published (default:
+# the file itself).
+DIST_DIR ?= $(BUILD)/dist
+DIST_URL ?=
+dist:
+	scripts/dist.sh $(VERSION) $(DIST_DIR)
+
+rock: dist
+	scripts/rock.sh $(VERSION) $(DIST_DIR) $(DIST_URL)
 
 clean:
 	rm -rf build build-tsan build-asan

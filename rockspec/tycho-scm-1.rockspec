@@ -7,10 +7,12 @@
 -- (DIR/share/lua/5.1/tycho/*.lua) and the launcher DIR/bin/tycho (an ELF
 -- binary, so luarocks copies it as is instead of wrapping it).
 --
--- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev) and
--- liburing; `make deps` installs them. The Lua libraries tycho uses
--- (lua-cjson ...) come from Debian packages, which are not rocks, so they are
--- not listed as dependencies.
+-- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev),
+-- liburing, OpenSSL's libcrypto, PCRE2 and llhttp's sources (node-llhttp);
+-- `make deps` installs them. lua-cjson comes from a Debian
+-- package, which is not a rock, so it is not listed as a dependency: the
+-- install checks that LuaJIT finds it and says what to do when it does not.
+-- A release rock: `make rock` (rockspec/tycho-release.rockspec.in).
 rockspec_format = "3.0"
 package = "tycho"
 version = "scm-1"
@@ -37,19 +39,26 @@ dependencies = {
    "lua >= 5.1, < 5.2",
 }
 
+-- C libraries the build links (Debian: liburing-dev, libssl-dev,
+-- libpcre2-dev): luarocks says which one is missing before building.
+external_dependencies = {
+   LIBURING = { header = "liburing.h" },
+   OPENSSL = { header = "openssl/evp.h" },
+   PCRE2 = { header = "pcre2.h" },
+}
+
 build = {
    type = "make",
-   -- `all` also builds the C tests (a few seconds); the install target
-   -- depends only on the module and the launcher.
-   build_target = "all",
+   -- `lib`: the module and the launcher; the C tests are not built.
+   build_target = "lib",
    build_variables = {
       CC = "$(CC)",
       CFLAGS = "$(CFLAGS)",
-      LIBFLAG = "$(LIBFLAG)",
       -- The Makefile only takes LUA_INCDIR when it holds luajit.h (luarocks
-      -- may point it at a plain Lua 5.1's headers); LUA_LIBDIR may be empty.
+      -- may point it at a plain Lua 5.1's headers).
       LUA_INCDIR = "$(LUA_INCDIR)",
-      LUA_LIBDIR = "$(LUA_LIBDIR)",
+      -- A user's compiler may warn where ours did not: no -Werror.
+      WERROR = "",
    },
    install_target = "install",
    install_variables = {
@@ -58,6 +67,7 @@ build = {
       INST_LIBDIR = "$(LIBDIR)",
       INST_LUADIR = "$(LUADIR)",
       INST_CONFDIR = "$(CONFDIR)",
+      WERROR = "",
    },
 }
 

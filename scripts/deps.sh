@@ -22,6 +22,13 @@ PACKAGES=(
   lua-busted lua-cjson lua-socket luarocks
   # HTTP parser sources (C, in /usr/share/llhttp)
   node-llhttp
+  # tycho.ngx: ngx.re (PCRE2; md5/sha1 use libssl-dev's libcrypto)
+  libpcre2-dev
+  # make rock (luarocks pack, make-manifest)
+  zip unzip
+  # the OpenResty drivers' specs talk to real servers (the drivers themselves
+  # come from scripts/fetch-debs.sh: never install lua-nginx-* here)
+  redis-server memcached
   # benchmarks, model checking, memory checking (nginx, the peer of the
   # https and http_client workloads and of the HTTP client's specs, is not
   # installed: scripts/fetch-debs.sh unpacks it under build/debs)
@@ -30,7 +37,7 @@ PACKAGES=(
   clang-format lua-check
 )
 
-FORBIDDEN=(libnginx-mod-http-lua luajit2)
+FORBIDDEN=(libnginx-mod-http-lua luajit2 nginx-extras lua-nginx-redis lua-nginx-memcached)
 
 for p in "${PACKAGES[@]}"; do
   for f in "${FORBIDDEN[@]}"; do

@@ -93,3 +93,52 @@ describe("examples", function()
     assert.matches("upstream failed: refused", out502)
   end)
 end)
+
+-- redis_counter.lua serves until stopped: it runs in the background against
+-- a redis-server started here, with Debian's lua-resty-redis on LUA_PATH.
+describe("examples/redis_counter.lua", function()
+  local S = require "support.servers"
+
+  it("counts hits in redis through lua-resty-redis, reuses pooled connections, 502s without redis",
+    function()
+      local path = assert(S.drivers())
+      local redis, stop_redis = assert(S.redis())
+      local log = os.tmpname()
+      local p = io.popen(("cd %s && LUA_PATH=%s exec build/bin/tycho --workers 2"
+        .. " examples/redis_counter.lua 0 127.0.0.1 %d >%s 2>&1 & echo $!")
+        :format(q(repo_root()), q(path .. ";"), redis.port, q(log)))
+      local pid = tonumber(p:read("*l"))
+      p:close()
+      local ok, err = pcall(function()
+        local port
+        for _ = 1, 200 do
+          port = H.slurp(log):match("listening on 127%.0%.0%.1:(%d+)")
+          if port then break end
+          os.execute("sleep 0.05")
+        end
+        assert(port, "no listening line: " .. H.slurp(log))
+        local function get(target)
+          local rc, out = H.sh(("curl -s -w ' %%{http_code}' --max-time 5 http://127.0.0.1:%s%s")
+            :format(port, target))
+          assert(rc == 0, out)
+          return out
+        end
+        local reused = 0
+        for i = 1, 6 do
+          local out = get("/page")
+          assert.matches('"hits":' .. i .. '[,}]', out)
+          assert.matches(" 200$", out)
+          reused = reused + tonumber(out:match('"reused":(%d+)'))
+        end
+        assert.is_true(reused > 0, "no request reused a pooled connection")
+        assert.matches('"hits":1[,}]', get("/other"))
+        stop_redis()
+        stop_redis = nil
+        assert.matches("^redis: [^\n]*\n 502$", get("/page"))
+      end)
+      os.execute("kill " .. pid .. " 2>/dev/null")
+      if stop_redis then stop_redis() end
+      os.remove(log)
+      assert(ok, err)
+    end)
+end)

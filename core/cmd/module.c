@@ -1,7 +1,7 @@
 /*
  * module.c - luaopen_tycho_core, the `tycho.core` module: the functions of
  * every binding folder in one table (core/lua: actors and messages, run and
- * config, the blocking pool; core/net: tcp and http). It sits above them all
+ * config, the blocking pool; core/net: tcp, udp, http and the ngx helpers). It sits above them all
  * so that no folder below needs to know the others (docs/architecture.md).
  */
 #include <lauxlib.h>
@@ -9,10 +9,13 @@
 
 #include "lua/lapi.h"
 #include "lua/lpool.h"
+#include "lua/lpreload.h"
 #include "lua/lrun.h"
 #include "module.h"
 #include "net/lhttp.h"
 #include "net/lnet.h"
+#include "net/lngx.h"
+#include "net/ludp.h"
 
 int luaopen_tycho_core(lua_State *L) {
   /* This copy of the core answers require "tycho.core" in the worker and
@@ -26,7 +29,10 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_child(L);
   lt_open_timer(L);
   lt_open_log(L);
+  lt_open_preload(L);
   lt_open_net(L);
+  lt_open_udp(L);
+  lt_open_ngx(L);
   lt_open_http(L);
   lua_pushliteral(L, TYCHO_VERSION);
   lua_setfield(L, -2, "version");

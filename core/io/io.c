@@ -83,6 +83,16 @@ int ty__io_connect(ty__io *io, ty__io_op *op, int fd, const struct sockaddr *sa,
   return io->vt->connect(io, op, fd);
 }
 
+int ty__io_recvmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
+  if (ty__io_op_busy(op)) return -EBUSY;
+  return io->vt->recvmsg(io, op, fd, msg);
+}
+
+int ty__io_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
+  if (ty__io_op_busy(op)) return -EBUSY;
+  return io->vt->sendmsg(io, op, fd, msg);
+}
+
 void ty__io_cancel(ty__io *io, ty__io_op *op) {
   if (op->state == TY__IO_ARMED) io->vt->cancel(io, op);
 }

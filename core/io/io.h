@@ -19,10 +19,11 @@
  * Lifetime: an op is busy from the call that arms it until its *final*
  * callback. Accept and recv are multishot: their callbacks keep coming with
  * the op still armed (ty__io_op_armed() is true inside the callback) until
- * an error, end of file, or a cancel ends them; send and connect call back
- * once. During the final callback the op is already idle, so the callback
- * may re-arm it or free it. The op's memory (and a send's buffer) must stay
- * valid while it is busy; ty__io_cancel does not shorten that.
+ * an error, end of file, or a cancel ends them; send, connect, recvmsg and
+ * sendmsg call back once. During the final callback the op is already idle,
+ * so the callback may re-arm it or free it. The op's memory (and a send's
+ * buffer, a recvmsg's or sendmsg's header) must stay valid while it is busy;
+ * ty__io_cancel does not shorten that.
  *
  * Results are what the system call would return: a count or a descriptor,
  * or a negative errno. -ECANCELED means the op was cancelled.
@@ -51,7 +52,9 @@ enum {
   TY__IO_RECV,
   TY__IO_SEND,
   TY__IO_CONNECT,
-  TY__IO_WAKE /* io_uring: the eventfd read */
+  TY__IO_RECVMSG, /* one datagram in */
+  TY__IO_SENDMSG, /* one datagram out */
+  TY__IO_WAKE     /* io_uring: the eventfd read */
 };
 enum { TY__IO_IDLE = 0, TY__IO_ARMED, TY__IO_CANCELLING };
 
@@ -68,11 +71,14 @@ struct ty__io_op {
   /* ---- private to the backend: zero it once, then leave it alone ---- */
   ty__io_op *next; /* pending list (epoll; io_uring re-arms) */
   int fd;
-  uint8_t kind;    /* TY__IO_* */
-  uint8_t state;   /* TY__IO_IDLE / ARMED / CANCELLING */
-  uint8_t flags;   /* backend bookkeeping */
-  int res;         /* a result waiting for delivery (epoll) */
-  const char *buf; /* send: the bytes */
+  uint8_t kind;  /* TY__IO_* */
+  uint8_t state; /* TY__IO_IDLE / ARMED / CANCELLING */
+  uint8_t flags; /* backend bookkeeping */
+  int res;       /* a result waiting for delivery (epoll) */
+  union {
+    const char *buf;    /* send: the bytes */
+    struct msghdr *msg; /* recvmsg / sendmsg: the caller's header */
+  };
   size_t len;
   struct sockaddr_storage addr; /* connect: the peer */
   socklen_t addrlen;
@@ -182,6 +188,33 @@ int ty__io_send(ty__io *io, ty__io_op *op, int fd, const void *buf, size_t len);
  */
 int ty__io_connect(ty__io *io, ty__io_op *op, int fd, const struct sockaddr *sa,
                    socklen_t len);
+
+/*
+ * ty__io_recvmsg - receive one datagram, once.
+ *
+ * For datagram sockets (UDP): calls back once with recvmsg's result, the
+ * datagram's length (MSG_TRUNC set in msg->msg_flags when it was longer
+ * than msg's buffers, which then hold its head), or a negative errno. The
+ * sender's address lands in msg->msg_name (msg_namelen updated). It waits
+ * for a datagram without blocking the worker. msg, its name, iovecs and
+ * buffers belong to the caller and must stay valid until the callback; the
+ * data parameter of the callback is NULL (the bytes are in msg's buffers).
+ * A cancel that loses the race to an arrival delivers that datagram (its
+ * length), so a caller that cancels must still look at the result. Returns
+ * 0, -EBUSY, or a negative errno.
+ */
+int ty__io_recvmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
+
+/*
+ * ty__io_sendmsg - send one datagram, once.
+ *
+ * Calls back once with sendmsg's result (the datagram's length) or a
+ * negative errno (-EMSGSIZE for one the protocol cannot carry); it waits
+ * for room in the socket buffer without blocking the worker. msg and what
+ * it points at must stay valid until the callback. SIGPIPE is never raised.
+ * Returns 0, -EBUSY, or a negative errno.
+ */
+int ty__io_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
 
 /*
  * ty__io_cancel - ask a busy op to end.

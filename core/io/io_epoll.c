@@ -4,10 +4,10 @@
  *
  * - Sockets are registered edge-triggered for IN | OUT | RDHUP once, at the
  *   first op armed on them; a per-descriptor record keeps the ready bits
- *   the edges reported and the op waiting in each direction (accept or
- *   recv reads, send or connect writes). A bit is cleared only when a
- *   system call says EAGAIN (or a short read drained the socket), so no
- *   edge is ever lost.
+ *   the edges reported and the op waiting in each direction (accept, recv
+ *   or recvmsg reads; send, connect or sendmsg writes). A bit is cleared
+ *   only when a system call says EAGAIN (or a short read drained the
+ *   socket), so no edge is ever lost.
  * - An op that can make progress sits on the `run` list; ty__io_wait runs
  *   the list (the system call, then the callback), waits in epoll_wait
  *   (timeout 0 while the list is not empty), and runs the list again.
@@ -41,7 +41,7 @@ enum { R_IN = 1, R_OUT = 2, R_HUP = 4 };
 enum { F_QUEUED = 1, F_RESULT = 2 }; /* op->flags */
 
 typedef struct fdrec {
-  ty__io_op *rd, *wr; /* accept/recv, send/connect */
+  ty__io_op *rd, *wr; /* accept/recv/recvmsg, send/connect/sendmsg */
   uint8_t ready;
 } fdrec;
 
@@ -85,9 +85,11 @@ static void post(epoll_io *e, ty__io_op *op, int res) {
   enqueue(e, op);
 }
 
-static bool reads(const ty__io_op *op) {
-  return op->kind == TY__IO_ACCEPT || op->kind == TY__IO_RECV;
+static bool reads_kind(int kind) {
+  return kind == TY__IO_ACCEPT || kind == TY__IO_RECV || kind == TY__IO_RECVMSG;
 }
+
+static bool reads(const ty__io_op *op) { return reads_kind(op->kind); }
 
 /* Detaches op from its descriptor's record. */
 static void unhook(epoll_io *e, ty__io_op *op) {
@@ -167,6 +169,23 @@ static void try_send(epoll_io *e, ty__io_op *op) {
   else finish(e, op, -err, NULL);
 }
 
+/* One datagram each way: the call either completes the op or, on EAGAIN,
+ * waits for the next edge in its direction. */
+static void try_msg(epoll_io *e, ty__io_op *op) {
+  bool in = op->kind == TY__IO_RECVMSG;
+  ssize_t n = in ? recvmsg(op->fd, op->msg, MSG_DONTWAIT)
+                 : sendmsg(op->fd, op->msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n >= 0) {
+    finish(e, op, (int)(n > INT32_MAX ? INT32_MAX : n), NULL);
+    return;
+  }
+  int err = errno;
+  if (err == EAGAIN || err == EWOULDBLOCK)
+    clear_ready(e, op->fd, in ? R_IN : R_OUT);
+  else if (err == EINTR) enqueue(e, op);
+  else finish(e, op, -err, NULL);
+}
+
 /* Writable after connect(): SO_ERROR tells the outcome, unless the edge was
  * stale and the handshake still runs (getpeername: ENOTCONN). */
 static void try_connect(epoll_io *e, ty__io_op *op) {
@@ -200,6 +219,8 @@ static void run_one(epoll_io *e, ty__io_op *op) {
   case TY__IO_RECV: try_recv(e, op); break;
   case TY__IO_SEND: try_send(e, op); break;
   case TY__IO_CONNECT: try_connect(e, op); break;
+  case TY__IO_RECVMSG:
+  case TY__IO_SENDMSG: try_msg(e, op); break;
   }
 }
 
@@ -280,8 +301,7 @@ static int arm(epoll_io *e, ty__io_op *op, int kind, int fd) {
   int err = watch(e, fd);
   if (err) return err;
   fdrec *r = &e->fds[fd];
-  ty__io_op **slot =
-      kind == TY__IO_ACCEPT || kind == TY__IO_RECV ? &r->rd : &r->wr;
+  ty__io_op **slot = reads_kind(kind) ? &r->rd : &r->wr;
   if (*slot) return -EBUSY; /* one op per direction */
   ty__io_op_start(op, kind, fd);
   *slot = op;
@@ -303,6 +323,16 @@ static int e_send(ty__io *io, ty__io_op *op, int fd, const void *buf,
   op->buf = buf;
   op->len = len;
   return arm((epoll_io *)io, op, TY__IO_SEND, fd);
+}
+
+static int e_recvmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
+  op->msg = msg;
+  return arm((epoll_io *)io, op, TY__IO_RECVMSG, fd);
+}
+
+static int e_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
+  op->msg = msg;
+  return arm((epoll_io *)io, op, TY__IO_SENDMSG, fd);
 }
 
 /* connect() runs now; its outcome (or the writable edge that ends the
@@ -362,6 +392,8 @@ static const ty__io_vt epoll_vt = {
     .recv = e_recv,
     .send = e_send,
     .connect = e_connect,
+    .recvmsg = e_recvmsg,
+    .sendmsg = e_sendmsg,
     .cancel = e_cancel,
     .settle = e_settle,
     .forget = e_forget,

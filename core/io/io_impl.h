@@ -17,6 +17,8 @@ typedef struct ty__io_vt {
   int (*recv)(ty__io *io, ty__io_op *op, int fd);
   int (*send)(ty__io *io, ty__io_op *op, int fd, const void *buf, size_t len);
   int (*connect)(ty__io *io, ty__io_op *op, int fd);
+  int (*recvmsg)(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
+  int (*sendmsg)(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
   void (*cancel)(ty__io *io, ty__io_op *op);
   void (*settle)(ty__io *io, ty__io_op *op);
   void (*forget)(ty__io *io, int fd);

@@ -41,7 +41,8 @@
 enum {
   F_PEND_SUBMIT = 1, /* on the pend list: needs a submission entry */
   F_PEND_CANCEL = 2, /* on the pend list: its cancel needs one */
-  F_POLL_FIRST = 4,  /* send: the kernel said EAGAIN; poll before sending */
+  F_POLL_FIRST = 4,  /* send(msg), recvmsg: the kernel said EAGAIN; poll
+                        before trying again */
 };
 
 typedef struct uring_io {
@@ -170,6 +171,14 @@ static void prep(uring_io *u, ty__io_op *op, struct io_uring_sqe *s) {
   case TY__IO_CONNECT:
     io_uring_prep_connect(s, op->fd, (struct sockaddr *)&op->addr, op->addrlen);
     break;
+  case TY__IO_RECVMSG:
+    io_uring_prep_recvmsg(s, op->fd, op->msg, 0);
+    if (op->flags & F_POLL_FIRST) s->ioprio |= IORING_RECVSEND_POLL_FIRST;
+    break;
+  case TY__IO_SENDMSG:
+    io_uring_prep_sendmsg(s, op->fd, op->msg, MSG_NOSIGNAL);
+    if (op->flags & F_POLL_FIRST) s->ioprio |= IORING_RECVSEND_POLL_FIRST;
+    break;
   case TY__IO_WAKE:
     if (u->wake_poll) io_uring_prep_poll_add(s, u->wake_fd, POLLIN);
     else io_uring_prep_read(s, u->wake_fd, &u->wake_val, sizeof u->wake_val, 0);
@@ -236,13 +245,16 @@ static void wake_done(uring_io *u, int res) {
   submit_op(u, &u->wake_op);
 }
 
-/* Should a multishot completion that came without F_MORE be re-armed by
- * the backend rather than end the op? */
+/* Should a completion that came without F_MORE be re-armed by the backend
+ * rather than end the op? (A multishot op that stopped while the socket is
+ * fine; a one-shot op on a non-blocking socket that found it not ready.) */
 static bool keep_armed(uring_io *u, ty__io_op *op, int res) {
   if (u->closing || op->state != TY__IO_ARMED) return false;
   if (op->kind == TY__IO_RECV) return res > 0 || res == -ENOBUFS;
   if (op->kind == TY__IO_ACCEPT) return res >= 0;
-  return op->kind == TY__IO_SEND && res == -EAGAIN;
+  return res == -EAGAIN &&
+         (op->kind == TY__IO_SEND || op->kind == TY__IO_SENDMSG ||
+          op->kind == TY__IO_RECVMSG);
 }
 
 static void on_cqe(uring_io *u, uint64_t data, int res, unsigned flags) {
@@ -263,7 +275,7 @@ static void on_cqe(uring_io *u, uint64_t data, int res, unsigned flags) {
       return;
     }
     u->base.st.rearms++;
-    if (op->kind == TY__IO_SEND) op->flags |= F_POLL_FIRST;
+    if (res == -EAGAIN) op->flags |= F_POLL_FIRST;
     pend(u, op, F_PEND_SUBMIT);
     if (res == -ENOBUFS) u->base.st.enobufs++;
     if (res < 0) return; /* nothing to deliver: the socket keeps its data */
@@ -375,6 +387,16 @@ static int u_connect(ty__io *io, ty__io_op *op, int fd) {
   return arm(io, op, TY__IO_CONNECT, fd);
 }
 
+static int u_recvmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
+  op->msg = msg;
+  return arm(io, op, TY__IO_RECVMSG, fd);
+}
+
+static int u_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
+  op->msg = msg;
+  return arm(io, op, TY__IO_SENDMSG, fd);
+}
+
 static void u_cancel(ty__io *io, ty__io_op *op) {
   uring_io *u = (uring_io *)io;
   op->state = TY__IO_CANCELLING;
@@ -437,6 +459,8 @@ static const ty__io_vt uring_vt = {
     .recv = u_recv,
     .send = u_send,
     .connect = u_connect,
+    .recvmsg = u_recvmsg,
+    .sendmsg = u_sendmsg,
     .cancel = u_cancel,
     .settle = u_settle,
     .forget = u_forget,

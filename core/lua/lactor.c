@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "lactor.h"
+#include "lpreload.h"
 #include "lrun.h"
 #include "lstate.h"
 
@@ -212,6 +213,7 @@ static int push_fork_function(lua_State *L, lt_actor *la, lua_State *co) {
 static int start_actor(lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   lua_State *L = lw->L;
+  lt_preload_sync(L); /* before the function: its modules may need them */
   lua_State *co = lua_newthread(L);
   la->co = co;
   la->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);

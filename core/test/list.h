@@ -54,7 +54,11 @@
   X(io_cancel_uring, 30)                                                       \
   X(io_cancel_epoll, 30)                                                       \
   X(io_runtime_uring, 60)                                                      \
-  X(io_runtime_epoll, 60)
+  X(io_runtime_epoll, 60)                                                      \
+  X(io_udp_uring, 30)                                                          \
+  X(io_udp_epoll, 30)                                                          \
+  X(io_udp_stream_uring, 60)                                                   \
+  X(io_udp_stream_epoll, 60)
 
 /* The blocking pool's tests (core/test/test_pool*.c). */
 #define TY_TEST_LIST_POOL(X)                                                   \

@@ -22,16 +22,9 @@
 #include "io/io.h"
 #include "sched/ty.h"
 #include "test.h"
+#include "test_io.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static bool skip(int kind) {
-  if (kind != TY_IO_URING || ty__io_available(TY_IO_URING)) return false;
-  fprintf(stderr, "skipped: io_uring is not available here\n");
-  return true;
-}
-
-static double now_ms(void) { return ty__now_ns() / 1e6; }
 
 static int tcp_socket(void) {
   return socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -104,32 +97,6 @@ static void rec_free(rec *r) {
   free(r);
 }
 
-/* Runs the backend until cond holds or ms pass; evaluates to cond. */
-#define PUMP(io, cond, ms)                                                     \
-  ({                                                                           \
-    double end_ = now_ms() + (ms);                                             \
-    while (!(cond) && now_ms() < end_) ty__io_wait((io), 5000000);             \
-    (cond);                                                                    \
-  })
-
-typedef struct harness {
-  ty__io *io;
-  int efd;
-} harness;
-
-static int open_io(harness *h, int kind, const ty__io_opts *o) {
-  h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (h->efd < 0) return -1;
-  int err = ty__io_new_ex(h->efd, kind, o, &h->io);
-  if (err) return err;
-  return ty__io_kind(h->io) == kind ? 0 : -1;
-}
-
-static void close_io(harness *h) {
-  ty__io_free(h->io);
-  close(h->efd);
-}
-
 /* Connects n clients to port through the backend; fills cfd[]. */
 static int connect_n(harness *h, int port, int n, int *cfd) {
   rec **c = calloc((size_t)n, sizeof *c);
@@ -149,10 +116,6 @@ static int connect_n(harness *h, int port, int n, int *cfd) {
   free(c);
   return ok == n ? 0 : 1;
 }
-
-#define BOTH(fn)                                                               \
-  TEST_IMPL(fn##_uring) { return skip(TY_IO_URING) ? 0 : fn(TY_IO_URING); }    \
-  TEST_IMPL(fn##_epoll) { return fn(TY_IO_EPOLL); }
 
 /* ---- waking and timeouts ----------------------------------------------- */
 

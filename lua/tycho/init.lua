@@ -23,6 +23,8 @@ tycho.tcp = setmetatable({
     end
     return connect(host, port, opts, name)
   end,
+  -- An OpenResty cosocket (lua/tycho/cosocket.lua).
+  socket = function() return require("tycho.cosocket").socket() end,
 }, { __index = core.tcp })
 
 -- tycho.http, tycho.json, ... are lua/tycho/<name>.lua, loaded when touched.

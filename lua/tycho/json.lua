@@ -19,7 +19,12 @@
 --
 -- The module has its own cjson instance (cjson.new()): settings here never
 -- change what other users of cjson get, and the reverse.
-local cjson = require("cjson").new()
+local found, cjson = pcall(require, "cjson")
+if not found then
+  error("tycho.json needs lua-cjson (Debian: apt-get install lua-cjson; or luarocks"
+    .. " --lua-version=5.1 install lua-cjson): " .. tostring(cjson), 0)
+end
+cjson = cjson.new()
 
 cjson.encode_max_depth(1000)
 cjson.decode_max_depth(1000)
