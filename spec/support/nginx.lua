@@ -50,6 +50,7 @@ http {
     ssl_certificate_key %s;
     root %s/www;
     location = /hello { return 200 "hello from nginx\n"; }
+    location = /whoami { return 200 "%s"; }
     location = /moved { return 301 /hello; }
     location = /ssi.html { ssi on; }
     location /slow/ { limit_rate 2k; }
@@ -71,17 +72,22 @@ function N.start(cert, key)
   write(dir .. "/www/ssi.html", "start <!--# echo var=\"uri\" --> "
     .. ("0123456789"):rep(1000) .. " end")
   write(dir .. "/www/slow/64k", ("s"):rep(65536))
+  -- Ports at random, seeded per process (LuaJIT's default seed would give
+  -- every run the same ones).
+  math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)"), 16) or 0) % 100000)
   for _ = 1, 10 do
     local port, tport = 20000 + math.random(20000), 40000 + math.random(20000)
     write(dir .. "/nginx.conf", CONF:format(dir, dir, dir, dir, dir, dir, dir, dir, port, tport,
-      cert, key, dir))
+      cert, key, dir, dir))
     local p = io.popen(("%s -p %s -c %s/nginx.conf -e %s/error.log >%s/out.log 2>&1 & echo $!")
       :format(H.quote(bin), H.quote(dir), H.quote(dir), H.quote(dir), H.quote(dir)))
     local pid = tonumber(p:read("*l"))
     p:close()
     for _ = 1, 100 do
-      local probe = "curl -s -o /dev/null --max-time 1 http://127.0.0.1:%d/hello"
-      if H.sh(probe:format(port)) == 0 then
+      -- Ours, not another nginx left on that port: it answers with its dir.
+      local probe = "curl -s --max-time 1 http://127.0.0.1:%d/whoami"
+      local rc, body = H.sh(probe:format(port))
+      if rc == 0 and body == dir then
         local function stop()
           os.execute("kill " .. pid .. " 2>/dev/null; sleep 0.1")
           os.execute("rm -rf " .. H.quote(dir))
