@@ -4,6 +4,7 @@
 #   make deps       installs the Debian packages the build and tests need
 #   make test       every test (C tests, then busted specs)
 #   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
+#   make fuzz       every libFuzzer target, FUZZ_S seconds each (fuzz/README.md)
 #   make bench      the workload suite (BENCH="spawn ring" for a subset)
 #   make install    PREFIX=/usr/local (luarocks passes its own variables)
 #   make dist       the release tarball build/dist/tycho-VERSION.tar.gz
@@ -63,7 +64,7 @@ LLHTTP_DEF = -DLLHTTP_STRICT_MODE=1
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
 .PHONY: all lib ctest test spec lint tsan asan bench bench-chart deps clean \
-        install check-cjson dist rock
+        install check-cjson dist rock fuzz fuzz-build
 
 all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests lib
 
@@ -143,6 +144,26 @@ asan:
 bench-chart:
 	luajit bench/chart.lua bench/last-sitting.txt > bench/chart.svg
 
+# libFuzzer targets: fuzz/NAME.c with seeds in fuzz/corpus/NAME/, linked
+# with the whole core and binding built for fuzzing (coverage, ASan, UBSan).
+# A new target is one line here (fuzz/README.md).
+FUZZ_TARGETS  = codec
+FUZZ_TARGETS += http_request
+FUZZ_S       ?= 30
+FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined \
+                -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN)" fuzz-build
+	FUZZ_S=$(FUZZ_S) scripts/fuzz.sh $(or $(T),$(FUZZ_TARGETS))
+
+fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/%: fuzz/%.c $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -I$(LLHTTP_INC) $(LLHTTP_DEF) -fsanitize=fuzzer \
+	  -o $@ $< $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LUA_LIBS) $(LDLIBS)
+
 bench: $(BUILD)/cbench $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	BENCH="$(BENCH)" bench/run.sh
 
@@ -199,4 +220,4 @@ rock: dist
 	scripts/rock.sh $(VERSION) $(DIST_DIR) $(DIST_URL)
 
 clean:
-	rm -rf build build-tsan build-asan
+	rm -rf build build-tsan build-asan build-fuzz build-asan-spec build-chaos

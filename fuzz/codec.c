@@ -1,16 +1,9 @@
 /*
- * fuzz_codec.c - libFuzzer target for the message decoder: arbitrary bytes
+ * codec.c - libFuzzer target for the message decoder: arbitrary bytes
  * are decoded into a fresh lua_State. Besides not crashing (ASan, UBSan),
  * whatever decodes must be a proper message: it encodes again, decodes back
  * to deep-equal values, and copies to deep-equal values. A decode error must
- * leave the stack empty.
- *
- *   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
- *     -I/usr/include/luajit-2.1 -Icore core/lua/codec.c core/lua/codec_dec.c \
- *     core/base/buf.c scripts/fuzz_codec.c \
- *     -lluajit-5.1 -lm -o build/fuzz-codec
- *   mkdir -p build/fuzz-corpus && build/fuzz-codec -max_total_time=60 \
- *     build/fuzz-corpus
+ * leave the stack empty. Built and run by `make fuzz` (fuzz/README.md).
  */
 #include <math.h>
 #include <stdbool.h>
