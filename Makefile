@@ -5,6 +5,7 @@
 #   make test       every test (C tests, then busted specs)
 #   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
 #   make fuzz       every libFuzzer target, FUZZ_S seconds each (fuzz/README.md)
+#   make chaos      the C tests with random yields and sleeps in the scheduler
 #   make bench      the workload suite (BENCH="spawn ring" for a subset)
 #   make install    PREFIX=/usr/local (luarocks passes its own variables)
 #   make dist       the release tarball build/dist/tycho-VERSION.tar.gz
@@ -64,7 +65,7 @@ LLHTTP_DEF = -DLLHTTP_STRICT_MODE=1
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
 .PHONY: all lib ctest test spec lint tsan asan bench bench-chart deps clean \
-        install check-cjson dist rock fuzz fuzz-build
+        install check-cjson dist rock fuzz fuzz-build chaos
 
 all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests lib
 
@@ -143,6 +144,15 @@ asan:
 # The last sitting's table as a bar chart (bench/chart.svg, shown in README).
 bench-chart:
 	luajit bench/chart.lua bench/last-sitting.txt > bench/chart.svg
+
+# The C tests (their stress tests count every message and spawn) on a chaos
+# build (-DTY_CHAOS_BUILD): random sched_yield()s and short sleeps at the scheduler's atomic
+# operations and park points (TY_CHAOS() in core/base/common.h; rates:
+# TY_CHAOS=yield,sleep per mille, default 50,2). Loss, duplicates and hangs
+# fail the tests.
+chaos:
+	$(MAKE) BUILD=build-chaos SAN="-DTY_CHAOS_BUILD" ctest T="$(T)" \
+	  TY_TEST_SCALE=$(TY_TEST_SCALE)
 
 # libFuzzer targets: fuzz/NAME.c with seeds in fuzz/corpus/NAME/, linked
 # with the whole core and binding built for fuzzing (coverage, ASan, UBSan).
