@@ -174,7 +174,7 @@ int lt_http_gauge_new(lua_State *L) {
       return luaL_error(L, "tycho.http: too many servers");
     }
     g_tab = ty__xrealloc(g_tab, ++g_n * sizeof *g_tab);
-    g_tab[i].gen = 0;
+    g_tab[i] = (gauge){0};
   }
   gauge *ga = &g_tab[i];
   ga->gen++;
