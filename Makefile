@@ -6,6 +6,7 @@
 #   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
 #   make fuzz       every libFuzzer target, FUZZ_S seconds each (fuzz/README.md)
 #   make chaos      the C tests with random yields and sleeps in the scheduler
+#   make asan-spec  every busted spec on an ASan+UBSan+LSan core.so and launcher
 #   make bench      the workload suite (BENCH="spawn ring" for a subset)
 #   make install    PREFIX=/usr/local (luarocks passes its own variables)
 #   make dist       the release tarball build/dist/tycho-VERSION.tar.gz
@@ -65,7 +66,8 @@ LLHTTP_DEF = -DLLHTTP_STRICT_MODE=1
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
 .PHONY: all lib ctest test spec lint tsan asan bench bench-chart deps clean \
-        install check-cjson dist rock fuzz fuzz-build chaos
+        install check-cjson dist rock fuzz fuzz-build chaos \
+        asan-spec
 
 all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests lib
 
@@ -106,11 +108,11 @@ $(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
 # host process.
 $(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS) -Wl,-E
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS) -Wl,-E
 
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
@@ -144,6 +146,19 @@ asan:
 # The last sitting's table as a bar chart (bench/chart.svg, shown in README).
 bench-chart:
 	luajit bench/chart.lua bench/last-sitting.txt > bench/chart.svg
+
+# The busted specs against core.so and the launcher built with ASan, UBSan
+# and LeakSanitizer (scripts/asan-spec.sh: the shared ASan runtime is
+# preloaded into LuaJIT, which is not instrumented). SPEC= some spec files.
+ASAN_RT   = $(shell clang -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+ASAN_SPEC_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer -shared-libasan
+
+asan-spec:
+	$(MAKE) BUILD=build-asan-spec CC=clang OPT=-O1 SAN="$(ASAN_SPEC_SAN)" \
+	  LDFLAGS="-Wl,-rpath,$(dir $(ASAN_RT))" \
+	  build-asan-spec/lib/tycho/core.so build-asan-spec/bin/tycho
+	ASAN_RT="$(ASAN_RT)" scripts/asan-spec.sh $(SPEC)
 
 # The C tests (their stress tests count every message and spawn) on a chaos
 # build (-DTY_CHAOS_BUILD): random sched_yield()s and short sleeps at the scheduler's atomic

@@ -288,7 +288,10 @@ for _, io in ipairs{ "uring", "epoll" } do
         100 * r.ok / r.n, table.concat(other, " "), r.p50 * 1e3, r.p99 * 1e3, r.max * 1e3))
       assert.is_true(r.n >= 100, "too few requests: " .. r.n)
       assert.is_true(r.ok >= 0.99 * r.n, ("%d of %d were 200"):format(r.ok, r.n))
-      assert.is_true(r.p99 < 0.05, ("p99 %.1f ms"):format(r.p99 * 1e3))
+      -- Under make asan-spec (ASan makes the core 2-5x slower) the bound is
+      -- 200 ms: the figures above are not the sanitized build's to meet.
+      local bound = os.getenv("TYCHO_SANITIZED") and 0.2 or 0.05
+      assert.is_true(r.p99 < bound, ("p99 %.1f ms"):format(r.p99 * 1e3))
     end)
   end)
 end
