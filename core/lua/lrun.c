@@ -228,11 +228,6 @@ static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
   lt_fn_clear();
   lt_graves_close();
   lt_names_clear();
-  /* The next run takes them again; none is left behind when the module is
-   * unloaded (LeakSanitizer, make asan-spec). */
-  free(lt_g.path);
-  free(lt_g.cpath);
-  lt_g.path = lt_g.cpath = NULL;
   ty__log_flush(2000); /* what the run logged is out before run returns */
   bool ok = g_main.ok;
   char *data = g_main.data;
