@@ -11,11 +11,10 @@
 # runtime (ASAN_RT) and, through LUA_INIT, takes LD_PRELOAD out of its own
 # environment again, so the shells and tools it starts run unsanitized (their
 # own leaks are not ours). The launcher links the runtime itself. The specs
-# say "build/": they run from build-asan-spec/root, whose lua, spec,
-# examples and scripts are the checkout's and whose build is
-# build-asan-spec. Each sanitizer report goes to a file (log_path), so none
-# is lost in a child's captured stderr; any report fails the run, whatever
-# the specs said. install_spec is left out: it builds and installs an
+# say "build/": they run from build-asan-spec/root, whose files are the
+# checkout's (links) and whose build is build-asan-spec. Each sanitizer
+# report goes to a file (log_path), so none is lost in a child's captured
+# stderr; any report fails the run, whatever the specs said. install_spec is left out: it builds and installs an
 # ordinary copy, which runs nothing of ours. Suppressions (scripts/lsan.supp)
 # cover only LuaJIT's internals.
 set -uo pipefail
@@ -29,9 +28,12 @@ ASAN_RT=${ASAN_RT:-$(clang -print-file-name=libclang_rt.asan-x86_64.so)}
   { echo "asan-spec: $B is not built (make asan-spec)" >&2; exit 2; }
 
 mkdir -p "$B/root"
-for d in lua spec examples scripts bench .busted .luacheckrc; do
-  [[ -e $ROOT/$d ]] && ln -sfn "$ROOT/$d" "$B/root/$d"
+shopt -s dotglob
+for d in "$ROOT"/*; do # everything of the checkout but its builds
+  n=${d##*/}
+  [[ $n == build* || $n == .git ]] || ln -sfn "$d" "$B/root/$n"
 done
+shopt -u dotglob
 ln -sfn .. "$B/root/build"
 REPORTS=$B/reports
 rm -rf "$REPORTS"
@@ -51,9 +53,12 @@ cat >"$B/shim/luajit" <<SHIM
 LD_PRELOAD="$ASAN_RT" LUA_INIT="\$ASAN_SPEC_INIT" exec "$LUAJIT" "\$@"
 SHIM
 chmod +x "$B/shim/luajit"
-export ASAN_SPEC_INIT="local ffi = require 'ffi'
-pcall(ffi.cdef, 'int unsetenv(const char *name);')
-ffi.C.unsetenv('LD_PRELOAD')
+# (LUA_INIT reaches any Lua the specs start, plain Lua too: ffi is LuaJIT's.)
+export ASAN_SPEC_INIT="if rawget(_G, 'jit') then
+  local ffi = require 'ffi'
+  pcall(ffi.cdef, 'int unsetenv(const char *name);')
+  ffi.C.unsetenv('LD_PRELOAD')
+end
 io.stdout:setvbuf('line') -- a report's exit skips the stdio flush"
 export PATH=$B/shim:$PATH
 
