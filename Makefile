@@ -160,13 +160,12 @@ asan-spec:
 	  build-asan-spec/lib/tycho/core.so build-asan-spec/bin/tycho
 	ASAN_RT="$(ASAN_RT)" scripts/asan-spec.sh $(SPEC)
 
-# The C tests (their stress tests count every message and spawn) on a chaos
-# build (-DTY_CHAOS_BUILD): random sched_yield()s and short sleeps at the scheduler's atomic
-# operations and park points (TY_CHAOS() in core/base/common.h; rates:
-# TY_CHAOS=yield,sleep per mille, default 50,2). Loss, duplicates and hangs
-# fail the tests.
-# The tests chosen (name prefixes) check counts and order, not timing:
-# the delays would only make a test of timer precision fail.
+# C tests on a chaos build (-DTY_CHAOS_BUILD): random sched_yield()s and
+# short sleeps at the scheduler's atomic operations and park points
+# (TY_CHAOS() in core/base/common.h; rates: TY_CHAOS=yield,sleep per mille,
+# default 50,2). The tests chosen (name prefixes) count every message and
+# spawn and check order, not timing (the delays would only fail a test of
+# timer precision): loss, duplicates and hangs fail them.
 CHAOS_TESTS = inject_ spawnq_ mesh_ rt_ pool_ mtimer_storm \
               mtimer_owner_ends mtimer_ownership
 
