@@ -73,8 +73,13 @@ export UBSAN_OPTIONS="$common:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export TYCHO_SANITIZED=1
 
 cd "$B/root" || exit 2
-SPEC_TIMEOUT=${SPEC_TIMEOUT:-2400} scripts/spec.sh "${specs[@]}"
-rc=$?
+log=$B/spec.log
+SPEC_TIMEOUT=${SPEC_TIMEOUT:-2400} scripts/spec.sh "${specs[@]}" | tee "$log"
+rc=${PIPESTATUS[0]}
+# spec.sh's own count (the last line it printed)
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+[[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] || BASH_REMATCH=(x 0 1)
+passed=${BASH_REMATCH[1]} failed=${BASH_REMATCH[2]}
 
 n=$(find "$REPORTS" -type f | wc -l)
 if ((n > 0)); then
@@ -83,7 +88,9 @@ if ((n > 0)); then
     echo "---- $f"
     head -n 60 "$f"
   done
-  echo "asan-spec: 0 passed, 1 failed (sanitizer reports)"
+  echo "(the reports count as one failure more)"
+  echo "asan-spec: $passed passed, $((failed + 1)) failed"
   exit 1
 fi
+echo "asan-spec: $passed passed, $failed failed"
 exit $rc
