@@ -191,7 +191,7 @@ fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 $(BUILD)/fuzz/%: fuzz/%.c $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -I$(LLHTTP_INC) $(LLHTTP_DEF) -fsanitize=fuzzer \
-	  -o $@ $< $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LUA_LIBS) $(LDLIBS)
+	  -o $@ $< $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
 bench: $(BUILD)/cbench $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	BENCH="$(BENCH)" bench/run.sh
