@@ -4,6 +4,9 @@
 #   make deps       installs the Debian packages the build and tests need
 #   make test       every test (C tests, then busted specs)
 #   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
+#   make fuzz       every libFuzzer target, FUZZ_S seconds each (fuzz/README.md)
+#   make chaos      the C tests with random yields and sleeps in the scheduler
+#   make asan-spec  every busted spec on an ASan+UBSan+LSan core.so and launcher
 #   make bench      the workload suite (BENCH="spawn ring" for a subset)
 #   make install    PREFIX=/usr/local (luarocks passes its own variables)
 #   make dist       the release tarball build/dist/tycho-VERSION.tar.gz
@@ -53,13 +56,18 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS) -Icore
 HEADERS    = $(wildcard core/*/*.h core/test/*.h)
 
 # llhttp (tycho.http's parser), compiled from the node-llhttp package's
-# sources in place; they are generated code with unused parameters.
+# sources in place; they are generated code with unused parameters. Its
+# strict mode holds to RFC 9112 where the loose one lets smuggling through
+# (chunk data without its CR LF, a space before a header's colon); see
+# core/net/lhttp_impl.h.
 LLHTTP_SRC = /usr/share/llhttp
 LLHTTP_INC = /usr/share/include/llhttp
+LLHTTP_DEF = -DLLHTTP_STRICT_MODE=1
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
 .PHONY: all lib ctest test spec lint tsan asan bench bench-chart deps clean \
-        install check-cjson dist rock
+        install check-cjson dist rock fuzz fuzz-build chaos \
+        asan-spec
 
 all: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests lib
 
@@ -71,12 +79,12 @@ $(BUILD)/core/%.o: core/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(OBJ_CFLAGS) -c $< -o $@
 
-$(LUA_OBJ) $(BUILD)/core/cmd/main.o: OBJ_CFLAGS = $(LUA_CFLAGS) -I$(LLHTTP_INC)
+$(LUA_OBJ) $(BUILD)/core/cmd/main.o: OBJ_CFLAGS = $(LUA_CFLAGS) -I$(LLHTTP_INC) $(LLHTTP_DEF)
 
 
 $(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Wno-unused-parameter -I$(LLHTTP_INC) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -Wno-unused-parameter -I$(LLHTTP_INC) $(LLHTTP_DEF) -c $< -o $@
 
 $(BUILD)/test/%.o: core/test/%.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -100,11 +108,11 @@ $(BUILD)/tycho-tests: $(TEST_OBJ) $(BUILD)/libtycore.a
 # host process.
 $(BUILD)/lib/tycho/core.so: $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -shared -o $@ $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
 $(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS) -Wl,-E
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS) -Wl,-E
 
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
@@ -138,6 +146,52 @@ asan:
 # The last sitting's table as a bar chart (bench/chart.svg, shown in README).
 bench-chart:
 	luajit bench/chart.lua bench/last-sitting.txt > bench/chart.svg
+
+# The busted specs against core.so and the launcher built with ASan, UBSan
+# and LeakSanitizer (scripts/asan-spec.sh: the shared ASan runtime is
+# preloaded into LuaJIT, which is not instrumented). SPEC= some spec files.
+ASAN_RT   = $(shell clang -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+ASAN_SPEC_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer -shared-libasan
+
+asan-spec:
+	$(MAKE) BUILD=build-asan-spec CC=clang OPT=-O1 SAN="$(ASAN_SPEC_SAN)" \
+	  LDFLAGS="-Wl,-rpath,$(dir $(ASAN_RT))" \
+	  build-asan-spec/lib/tycho/core.so build-asan-spec/bin/tycho
+	ASAN_RT="$(ASAN_RT)" scripts/asan-spec.sh $(SPEC)
+
+# C tests on a chaos build (-DTY_CHAOS_BUILD): random sched_yield()s and
+# short sleeps at the scheduler's atomic operations and park points
+# (TY_CHAOS() in core/base/common.h; rates: TY_CHAOS=yield,sleep per mille,
+# default 50,2). The tests chosen (name prefixes) count every message and
+# spawn and check order, not timing (the delays would only fail a test of
+# timer precision): loss, duplicates and hangs fail them.
+CHAOS_TESTS = inject_ spawnq_ mesh_ rt_ pool_ mtimer_storm \
+              mtimer_owner_ends mtimer_ownership
+
+chaos:
+	$(MAKE) BUILD=build-chaos SAN="-DTY_CHAOS_BUILD" ctest \
+	  T="$(or $(T),$(CHAOS_TESTS))" TY_TEST_SCALE=$(TY_TEST_SCALE)
+
+# libFuzzer targets: fuzz/NAME.c with seeds in fuzz/corpus/NAME/, linked
+# with the whole core and binding built for fuzzing (coverage, ASan, UBSan).
+# A new target is one line here (fuzz/README.md).
+FUZZ_TARGETS  = codec
+FUZZ_TARGETS += http_request
+FUZZ_S       ?= 30
+FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined \
+                -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN)" fuzz-build
+	FUZZ_S=$(FUZZ_S) scripts/fuzz.sh $(or $(T),$(FUZZ_TARGETS))
+
+fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/%: fuzz/%.c $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -I$(LLHTTP_INC) $(LLHTTP_DEF) -fsanitize=fuzzer \
+	  -o $@ $< $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
 bench: $(BUILD)/cbench $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	BENCH="$(BENCH)" bench/run.sh
@@ -195,4 +249,4 @@ rock: dist
 	scripts/rock.sh $(VERSION) $(DIST_DIR) $(DIST_URL)
 
 clean:
-	rm -rf build build-tsan build-asan
+	rm -rf build build-tsan build-asan build-fuzz build-asan-spec build-chaos

@@ -22,8 +22,8 @@ layers() { scripts/layers.sh >/dev/null || scripts/layers.sh; }
 c_style() {
   command -v clang-format >/dev/null || { echo "lint: clang-format missing (make deps)"; return 1; }
   local files
-  mapfile -t files < <(git ls-files 'core/*.c' 'core/*.h' 'bench/*.c' 'scripts/*.c' 2>/dev/null ||
-    find core bench scripts -name '*.[ch]')
+  mapfile -t files < <(git ls-files 'core/*.c' 'core/*.h' 'bench/*.c' 'scripts/*.c' 'fuzz/*.c' 2>/dev/null ||
+    find core bench scripts fuzz -name '*.[ch]')
   clang-format --dry-run --Werror "${files[@]}"
 }
 

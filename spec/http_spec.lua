@@ -139,23 +139,6 @@ for _, io in ipairs{ "uring", "epoll" } do
         assert.equal("HTTP/1.1 100 Continue", first)
         assert.equal("got abc", r.body)
       end)
-
-      it("treats an Upgrade request as plain HTTP and goes on; CONNECT closes", function()
-        local a, b, closed = serve(function()
-          local port, _ = require("support.http_client").serve{
-            handler = function(req) return { body = req.method .. req.path } end }
-          local C = require "support.http_client"
-          local rs, c = C.exchange(port, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n"
-            .. "Upgrade: websocket\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n", 2)
-          c:close()
-          local rc, c2 = C.exchange(port,
-            "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-          return rs[1].body .. "," .. rs[2].body, rc[1].body, (C.wait_close(c2))
-        end)
-        assert.equal("GET/ws,GET/next", a)
-        assert.equal("CONNECTexample.com:443", b)
-        assert.equal("closed", closed)
-      end)
     end)
 
     describe("responses", function()
@@ -302,7 +285,7 @@ for _, io in ipairs{ "uring", "epoll" } do
             stderr, 1, true)
         end
         logged("/nil", "the handler returned nothing")
-        logged("/fn", "the handler returned a value that is not a response")
+        logged("/fn", "the handler returned a function, which only answers an upgrade request")
         logged("/status", "status must be an integer from 200 to 599")
         logged("/float", "status must be an integer")
         logged("/crlf", "CR, LF or NUL in a header value")
@@ -425,28 +408,6 @@ for _, io in ipairs{ "uring", "epoll" } do
         end)
         assert.is_true(seen["1"] and seen["2"], "workers seen: " .. table.concat(
           (function() local t = {} for k in pairs(seen) do t[#t + 1] = k end return t end)(), ","))
-      end)
-
-      it("counts open connections and refuses past max_connections with 503", function()
-        local r = serve(function()
-          local port, srv = require("support.http_client").serve{
-            max_connections = 2, handler = function() return "ok" end }
-          local tycho = require "tycho"
-          local C = require "support.http_client"
-          local _, ca = C.exchange(port, C.format("GET", "/"))
-          local _, cb = C.exchange(port, C.format("GET", "/"))
-          local open = srv:connections()
-          local third, cc = C.exchange(port, C.format("GET", "/"))
-          local third_closed = C.wait_close(cc)
-          ca:close()
-          -- The slot comes back once the server sees the close.
-          local deadline = tycho.now() + 5
-          while srv:connections() > 1 and tycho.now() < deadline do tycho.sleep(0.01) end
-          local again = C.get(port, "/")
-          cb:close()
-          return { open, third[1].status, third[1].headers.connection, third_closed, again.status }
-        end)
-        assert.same({ 2, 503, "close", "closed", 200 }, r)
       end)
 
       it("closes and restarts the acceptor of a handler that calls tycho.exit", function()

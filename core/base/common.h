@@ -88,6 +88,20 @@ static inline void ty__grow(void *pv, size_t *cap, size_t need, size_t elem,
 /* Monotonic clock in nanoseconds. */
 uint64_t ty__now_ns(void);
 
+/*
+ * Chaos points: a chaos build (make chaos, -DTY_CHAOS_BUILD) yields or sleeps at
+ * random at TY_CHAOS(), placed at the scheduler's atomic operations and park
+ * points, so that its stress tests meet the interleavings a quiet machine
+ * seldom shows (base/chaos.c; TY_CHAOS=yield,sleep in per mille). Other
+ * builds compile TY_CHAOS() to nothing.
+ */
+#ifdef TY_CHAOS_BUILD
+void ty__chaos(void);
+#define TY_CHAOS() ty__chaos()
+#else
+#define TY_CHAOS() ((void)0)
+#endif
+
 /* Pause inside a spin loop (keeps the sibling hyperthread and the bus calm). */
 static inline void ty__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -4,6 +4,7 @@
  * config, the blocking pool; core/net: tcp, udp, http and the ngx helpers). It sits above them all
  * so that no folder below needs to know the others (docs/architecture.md).
  */
+#include <dlfcn.h>
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -17,10 +18,24 @@
 #include "net/lngx.h"
 #include "net/ludp.h"
 
+/* Keeps this shared object loaded for the life of the process. Threads of
+ * the core outlive the Lua state that loaded it (the log writer, idle pool
+ * threads); when LuaJIT closes that state it dlcloses its C modules, and a
+ * thread left running in unmapped code crashes the exit ("The futex facility
+ * returned an unexpected error code", found by make asan-spec). */
+static void pin_module(void) {
+  Dl_info info;
+  if (dladdr((void *)pin_module, &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 int luaopen_tycho_core(lua_State *L) {
   /* This copy of the core answers require "tycho.core" in the worker and
    * pool states too (lt_set_paths). */
-  if (!lt_g.opener) lt_g.opener = luaopen_tycho_core;
+  if (!lt_g.opener) {
+    lt_g.opener = luaopen_tycho_core;
+    pin_module();
+  }
   lua_newtable(L);
   lt_open_api(L);
   lt_open_proc(L);

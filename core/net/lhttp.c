@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lhttp_impl.h"
+#include "ltcp.h"
 
 /* ---- the Lua functions ------------------------------------------------------------ */
 
@@ -80,12 +81,46 @@ static int l_respond(lua_State *L) {
     lua_pushboolean(L, 0);
     n = 2;
   } else {
+    p->t_idle = lt_http_now();
+    p->served = true;
     n = step(L, p, lt_http_advance(p));
   }
   if (!err) return n;
   for (; n < 3; n++) lua_pushnil(L);
   lua_pushstring(L, err);
   return 4;
+}
+
+/* takeover(p, conn) -> out | nil: the handler of an upgrade request took
+ * the connection. Nothing more is parsed; out holds the responses to the
+ * requests before it (to write first), and the bytes received after the
+ * request go back into conn's buffer, for the new protocol to read. */
+static int l_takeover(lua_State *L) {
+  hparser *p = check_parser(L);
+  lt_conn *c = lt_conn_test(L, 2);
+  if (!p->ready || !p->upgrade)
+    return luaL_error(L, "tycho.http: takeover without an upgrade request");
+  p->ready = false;
+  p->closing = p->taken = true;
+  if (c && p->in_len > p->parsed)
+    lt_conn_unread(c, p->in + p->parsed, p->in_len - p->parsed);
+  p->parsed = p->in_len;
+  push_out(L, p);
+  return 1;
+}
+
+/* timeout(p) -> seconds the next read may wait (-1: no limit). */
+static int l_timeout(lua_State *L) {
+  lua_pushnumber(L, lt_http_next_timeout(check_parser(L)));
+  return 1;
+}
+
+/* pressure(cfg, on): most connection slots are taken (on) or not; heads
+ * and idle waits then get busy_timeout at most. */
+static int l_pressure(lua_State *L) {
+  hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
+  cfg->pressure = lua_toboolean(L, 2);
+  return 0;
 }
 
 /* expired(p) -> out | nil: a read timed out; a request cut short gets a
@@ -106,7 +141,7 @@ static int l_expired(lua_State *L) {
 static int l_reject(lua_State *L) {
   hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
   int status = (int)luaL_checkinteger(L, 2);
-  hparser p = {.cfg = *cfg, .minor = 1, .method = HTTP_GET};
+  hparser p = {.cfg = cfg, .minor = 1, .method = HTTP_GET};
   lt_http_put_simple(&p, status, false);
   lua_pushlstring(L, p.out, p.out_len);
   free(p.out);
@@ -115,6 +150,7 @@ static int l_reject(lua_State *L) {
 
 static int l_parser_gc(lua_State *L) {
   hparser *p = lua_touserdata(L, 1);
+  lt_http_unlist(p);
   free(p->in);
   free(p->h);
   free(p->body);
@@ -125,17 +161,45 @@ static int l_parser_gc(lua_State *L) {
   return 0;
 }
 
-/* parser(cfg) -> a parser for one connection. */
+/* parser(cfg [, conn]) -> a parser for one connection; it reads cfg
+ * (limits and pressure) through a pointer, and keeps cfg and conn alive in
+ * its environment. With conn, the connection is listed for reclaiming
+ * slots until done(p) or the parser's end. */
 static int l_parser(lua_State *L) {
   hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
+  struct conn_ud *conn =
+      lua_isnoneornil(L, 2) ? NULL : luaL_checkudata(L, 2, LT_CONN_MT);
   hparser *p = lua_newuserdata(L, sizeof *p);
   memset(p, 0, sizeof *p);
-  p->cfg = *cfg;
+  p->cfg = cfg;
+  p->conn = conn;
+  p->t_idle = lt_http_now();
   llhttp_init(&p->ll, HTTP_REQUEST, &lt_http_settings);
   p->ll.data = p;
   luaL_getmetatable(L, PARSER_MT);
   lua_setmetatable(L, -2);
+  lua_createtable(L, 2, 0);
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, 1);
+  if (conn) {
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, -2, 2);
+  }
+  lua_setfenv(L, -2);
+  if (conn) lt_http_list(p);
   return 1;
+}
+
+/* buffered(p) -> bytes the parser holds (for specs). */
+static int l_buffered(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)check_parser(L)->in_len);
+  return 1;
+}
+
+/* done(p): the connection ended; it is no longer listed. */
+static int l_done(lua_State *L) {
+  lt_http_unlist(check_parser(L));
+  return 0;
 }
 
 /* ---- configuration --------------------------------------------------------------- */
@@ -208,6 +272,7 @@ static int l_config(lua_State *L) {
   c.head_tmo = opt_timeout(L, "header_timeout", 60);
   c.body_tmo = opt_timeout(L, "body_timeout", 60);
   c.idle_tmo = opt_timeout(L, "idle_timeout", 75);
+  c.busy_tmo = opt_timeout(L, "busy_timeout", 5);
   c.server_len =
       opt_line(L, "server", "tycho", "Server", c.server, sizeof c.server);
   c.ctype_len = opt_line(L, "default_type", "text/plain", "Content-Type",
@@ -258,9 +323,16 @@ void lt_open_http(lua_State *L) {
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {{"config", l_config},
                                    {"parser", l_parser},
+                                   {"done", l_done},
+                                   {"buffered", l_buffered},
                                    {"feed", l_feed},
                                    {"respond", l_respond},
                                    {"expired", l_expired},
+                                   {"takeover", l_takeover},
+                                   {"timeout", l_timeout},
+                                   {"reclaim", lt_http_reclaim},
+                                   {"sweep", lt_http_sweep},
+                                   {"pressure", l_pressure},
                                    {"reject", l_reject},
                                    {"date", l_date},
                                    {"gauge_new", lt_http_gauge_new},

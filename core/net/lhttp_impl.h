@@ -34,6 +34,24 @@
  * other than 1.x (505), anything llhttp refuses (400). Each answers with a
  * response that closes the connection.
  *
+ * RFC 9112: llhttp is compiled in its strict mode (the Makefile), so lines
+ * end in CR LF only, chunk data must end in CR LF, a field name ends at its
+ * colon (`X-A : b` is refused) and a request target is ASCII; on top of it
+ * a field value holding CR or LF (obs-fold: a line folded onto the next)
+ * and a second Host field are refused. Each is a 400. Trailer fields of a
+ * chunked body go to req.trailers, never among the head's fields (a client
+ * cannot add headers after a proxy checked them). While a body comes, its
+ * bytes leave the received buffer (only the head's spans and the trailers
+ * stay), so chunk framing costs no memory. An Upgrade (or CONNECT) request
+ * is the last one parsed on its connection: what follows it belongs to
+ * another protocol; takeover() hands it, with the connection, to the
+ * handler's function, or the connection closes after the response.
+ *
+ * Pressure: when most of a server's connection slots are taken, the
+ * acceptor sets cfg->pressure and heads and idle waits get busy_tmo at most
+ * (lua/tycho/http.lua reclaims slots; rank() says which connection to close
+ * first).
+ *
  * Gauges: process-wide counters, one per server, that cap its open
  * connections over every worker. A connection holds a slot as a resource
  * of the actor (fork) serving it, so the slot comes back however it ends.
@@ -59,37 +77,52 @@ typedef struct hdr {
   span name, value;
 } hdr;
 
-/* Limits and fixed header lines of a server (tycho.http options). */
+/* Limits and fixed header lines of a server (tycho.http options). One per
+ * acceptor (so per worker); its parsers point at it. */
+struct hparser;
+struct conn_ud;
+
 typedef struct hcfg {
-  uint32_t max_head; /* request line + headers, bytes */
+  uint32_t max_head; /* request line + headers, bytes (trailers: as much) */
   uint32_t max_headers;
   uint64_t max_body;
   double idle_tmo, head_tmo, body_tmo; /* seconds; < 0: none */
-  char server[MAX_TEXT + 16];          /* "Server: tycho\r\n" or "" */
-  char ctype[MAX_TEXT + 24];           /* "Content-Type: ...\r\n" or "" */
+  double busy_tmo; /* heads and idle waits under pressure; < 0: none */
+  bool pressure;   /* most slots are taken: busy_tmo applies (pressure()) */
+  struct hparser *conns;      /* the parsers of this acceptor's connections */
+  char server[MAX_TEXT + 16]; /* "Server: tycho\r\n" or "" */
+  char ctype[MAX_TEXT + 24];  /* "Content-Type: ...\r\n" or "" */
   uint8_t server_len, ctype_len;
 } hcfg;
 
 typedef struct hparser {
   llhttp_t ll;
-  hcfg cfg;
+  hcfg *cfg; /* kept alive by the parser's environment */
+  /* Its connection (kept alive by the environment too; NULL for parsers
+   * without one), listed in cfg->conns for reclaiming slots. */
+  struct conn_ud *conn;
+  struct hparser *prev, *next;
+  bool taken;  /* the handler took the connection over */
+  bool served; /* a response went out */
   /* Received bytes: in[0..parsed) went through llhttp; only those of the
    * message in progress are kept (from `start`). */
   char *in;
   size_t in_len, in_cap, parsed;
   /* The message in progress (or complete: `ready`). */
   bool in_msg, head_done, ready, have_start, field_open, value_open;
-  bool expect, continued;
-  size_t start;
-  double t_head, t_body; /* when its head / body began (0: not yet noted) */
+  bool expect, continued, have_tr;
+  size_t start, head_end; /* the head's first byte, the end of its spans */
+  size_t tr_start;        /* the trailers' first byte (have_tr) */
+  double t_head, t_body;  /* when its head / body began (0: not yet noted) */
+  double t_idle;          /* when the wait for the next request began */
   span url;
-  hdr *h;
-  uint32_t nh, hcap;
+  hdr *h; /* h[0..nhead): the head's fields, h[nhead..nh): the trailers */
+  uint32_t nh, nhead, hcap;
   char *body;
   size_t body_len, body_cap;
   int status; /* the error response a limit asked for (431, 413, 505) */
   uint8_t method, minor;
-  bool keepalive;
+  bool keepalive, upgrade; /* upgrade: the connection leaves HTTP after it */
   /* Responses not written yet. */
   char *out;
   size_t out_len, out_cap;
@@ -110,6 +143,8 @@ enum {
   UV_STATUS,
   UV_V11,
   UV_V10,
+  UV_TRAILERS,
+  UV_UPGRADE,
   UV_METHODS,
   UV_COUNT = UV_METHODS
 };
@@ -164,5 +199,16 @@ int lt_http_gauge_new(lua_State *L);
 int lt_http_gauge_enter(lua_State *L);
 int lt_http_gauge_count(lua_State *L);
 int lt_http_gauge_free(lua_State *L);
+/* reclaim(cfg) -> true | false: closes the connection of cfg's acceptor
+ * that gives its slot up most readily (lingering, then the one that has
+ * waited longest for a request, keep-alive ones first; never one being
+ * answered). */
+int lt_http_reclaim(lua_State *L);
+/* sweep(cfg, seconds) -> n: closes the lingering connections and those
+ * idle or in a head for longer than seconds (under pressure). */
+int lt_http_sweep(lua_State *L);
+/* Lists p in p->cfg->conns / takes it out (idempotent). */
+void lt_http_list(hparser *p);
+void lt_http_unlist(hparser *p);
 
 #endif

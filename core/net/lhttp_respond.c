@@ -125,14 +125,14 @@ static void put_head(hparser *p, int status) {
 
 static void put_std(hparser *p, bool server, bool date, bool ctype,
                     int status) {
-  if (server) lt_http_out(p, p->cfg.server, p->cfg.server_len);
+  if (server) lt_http_out(p, p->cfg->server, p->cfg->server_len);
   if (date) {
     size_t n;
     const char *d = lt_http_date_line(&n);
     lt_http_out(p, d, n);
   }
   if (ctype && body_allowed(status))
-    lt_http_out(p, p->cfg.ctype, p->cfg.ctype_len);
+    lt_http_out(p, p->cfg->ctype, p->cfg->ctype_len);
 }
 
 /* Content-Length, Connection, the blank line and the body. */
@@ -154,7 +154,7 @@ static void put_tail(hparser *p, int status, const char *body, size_t blen) {
 void lt_http_put_simple(hparser *p, int status, bool keep) {
   if (!keep) p->closing = true;
   put_head(p, status);
-  put_std(p, p->cfg.server_len > 0, true, false, status);
+  put_std(p, p->cfg->server_len > 0, true, false, status);
   OUT_LIT(p, "Content-Type: text/plain\r\n");
   char body[64];
   int n = snprintf(body, sizeof body, "%s\n", reason_phrase(status));
@@ -282,6 +282,9 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
   case LUA_TNIL:
     return "the handler returned nothing (return {status=, headers=, body=}, "
            "or status, body)";
+  case LUA_TFUNCTION:
+    return "the handler returned a function, which only answers an upgrade "
+           "request (req.upgrade)";
   default:
     return "the handler returned a value that is not a response (return "
            "{status=, headers=, body=}, or status, body)";
@@ -299,8 +302,8 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
   int seen = 0;
   err = hi ? put_headers(L, p, hi, &seen) : NULL;
   if (err) return err;
-  put_std(p, !(seen & H_SERVER) && p->cfg.server_len, !(seen & H_DATE),
-          !(seen & H_CTYPE) && p->cfg.ctype_len, status);
+  put_std(p, !(seen & H_SERVER) && p->cfg->server_len, !(seen & H_DATE),
+          !(seen & H_CTYPE) && p->cfg->ctype_len, status);
   put_tail(p, status, body, blen);
   lua_settop(L, top);
   return NULL;

@@ -149,6 +149,11 @@ void lt_conn_on_write(ty__io_op *op, int res, const char *data);
 /* conn:write, conn:shutdown (ltcp_write.c). */
 int lt_conn_l_write(lua_State *L);
 int lt_conn_l_shutdown(lua_State *L);
+/* The open connection at idx, or NULL (not one, closed or moved). */
+lt_conn *lt_conn_test(lua_State *L, int idx);
+/* Puts data back in front of c's unread bytes: the next read gets it
+ * first (tycho.http hands a taken-over connection its early bytes). */
+void lt_conn_unread(lt_conn *c, const char *data, size_t n);
 
 /* ---- listeners (ltcp_listen.c) ------------------------------------------ */
 

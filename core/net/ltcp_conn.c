@@ -449,6 +449,28 @@ static int l_attach(lua_State *L) {
   return 1;
 }
 
+lt_conn *lt_conn_test(lua_State *L, int idx) {
+  conn_ud *u = luaL_testudata(L, idx, LT_CONN_MT);
+  return u && u->c && !u->c->closed ? u->c : NULL;
+}
+
+void lt_conn_unread(lt_conn *c, const char *data, size_t n) {
+  if (!n) return;
+  if (c->r0 < n) { /* room in front: a new buffer */
+    size_t used = avail(c), cap = c->rcap > n + used ? c->rcap : n + used;
+    char *nb = ty__xmalloc(cap);
+    if (used) memcpy(nb + n, c->rb + c->r0, used);
+    free(c->rb);
+    c->rb = nb;
+    c->rcap = cap;
+    c->r0 = n;
+    c->r1 = n + used;
+  }
+  c->r0 -= n;
+  memcpy(c->rb + c->r0, data, n);
+  c->scan = c->r0; /* no line searched in the new bytes yet */
+}
+
 static const luaL_Reg conn_methods[] = {{"read", l_read},
                                         {"read_some", l_read_some},
                                         {"write", lt_conn_l_write},

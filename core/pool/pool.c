@@ -232,6 +232,7 @@ static void *thread_main(void *arg) {
   t->job = NULL;
   for (;;) {
     j->run(j);
+    TY_CHAOS(); /* submitters and the retiring timer run meanwhile */
     pthread_mutex_lock(&p->mu);
     stat_set(&p->s_completed, stat_get(&p->s_completed) + 1);
     j = next_job(p, t);
@@ -321,6 +322,7 @@ static int place(ty_pool *p, ty_pool_job *j) {
 }
 
 int ty_pool_submit(ty_pool *p, ty_pool_job *j) {
+  TY_CHAOS();
   pthread_mutex_lock(&p->mu);
   int rc = place(p, j);
   publish(p);

@@ -61,6 +61,7 @@ static void mark_dirty(ty_worker *w, unsigned to) {
   w->dirty_mask |= 1ull << to;
   if (ty__mesh_staged(&w->rt->mesh, w->id, to) >= PUBLISH_BATCH) {
     ty__mesh_publish(&w->rt->mesh, w->id, to);
+    TY_CHAOS();
     /* seq_cst fence: our tail store must be ordered before the load of the
      * peer's park state (a store then a load; docs/architecture.md,
      * "Parking"). */
@@ -80,6 +81,7 @@ void ty__publish_all(ty_worker *w) {
     unsigned to = (unsigned)__builtin_ctzll(m);
     if (ty__mesh_publish(&w->rt->mesh, w->id, to)) woke |= 1ull << to;
   }
+  TY_CHAOS();
   /* seq_cst fence: orders the tail stores above before the park-state loads
    * in ty__worker_unpark; the parker stores PARKED, fences, then re-reads the
    * rings, so one of us sees the other. */

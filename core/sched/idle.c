@@ -25,6 +25,7 @@ bool ty__idle_try_search(ty__idle *s) {
   uint32_t st = atomic_load(&s->state);
   for (;;) {
     if (2 * ty__idle_searching(st) >= s->n) return false;
+    TY_CHAOS();
     if (atomic_compare_exchange_weak(&s->state, &st, st + 1)) return true;
   }
 }
@@ -39,6 +40,7 @@ int ty__idle_to_notify(ty__idle *s) {
   /* seq_cst: this load follows the caller's push of new work (idle.h). */
   uint32_t st = atomic_load(&s->state);
   if (ty__idle_searching(st) != 0 || ty__idle_unparked(st) >= s->n) return -1;
+  TY_CHAOS();
   int id = -1;
   pthread_mutex_lock(&s->lock);
   st = atomic_load(&s->state);

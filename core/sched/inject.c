@@ -29,6 +29,7 @@ void ty__inject_push_batch(ty__inject *q, ty__node *first, ty__node *last,
   /* Terminate the chain ourselves: the caller's last->next may be stale. */
   last->next = NULL;
 
+  TY_CHAOS();
   pthread_mutex_lock(&q->lock);
   if (q->tail != NULL) q->tail->next = first;
   else q->head = first;
@@ -69,6 +70,7 @@ size_t ty__inject_pop_n(ty__inject *q, size_t max, ty__node **first) {
   if (max == 0 || atomic_load_explicit(&q->len, memory_order_relaxed) == 0)
     return 0;
 
+  TY_CHAOS();
   pthread_mutex_lock(&q->lock);
   size_t taken = inject__take(q, max, first);
   /* relaxed (both): written only under the lock; see push_batch. */

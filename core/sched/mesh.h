@@ -96,6 +96,7 @@ static inline bool ty__mesh_publish(ty__mesh *m, unsigned from, unsigned to) {
   uint32_t s = r->staged;
   /* relaxed: only this thread stores tail, so it reads its own last store. */
   if (s == atomic_load_explicit(&r->tail, memory_order_relaxed)) return false;
+  TY_CHAOS();
   /* release: the slot writes of every staged push (and whatever the sender
    * wrote into the nodes) happen before the consumer's acquire of this tail. */
   atomic_store_explicit(&r->tail, s, memory_order_release);
@@ -128,6 +129,7 @@ static inline size_t ty__mesh_drain(ty__mesh *m, unsigned to, unsigned from,
   if (avail > max) avail = (uint32_t)max;
   for (uint32_t i = 0; i < avail; i++) out[i] = r->slots[(h + i) & r->mask];
   if (avail) {
+    TY_CHAOS();
     /* release: our slot reads above happen before the producer's acquire of
      * this head, i.e. before it reuses those slots. */
     atomic_store_explicit(&r->head, h + avail, memory_order_release);

@@ -12,6 +12,7 @@
 #define OVERFLOW_PARK_NS 100000 /* re-try a full ring this often when idle */
 
 void ty__notify_parked(ty_runtime *rt) {
+  TY_CHAOS();
   /* seq_cst fence: the caller just pushed stealable work (a store); the idle
    * state read that follows is the load half of the park protocol. */
   atomic_thread_fence(memory_order_seq_cst);
@@ -33,6 +34,7 @@ void ty__worker_unpark(ty_worker *w) {
    * the CAS lets exactly one waker pay for the eventfd write. */
   uint32_t st = atomic_load_explicit(&w->park, memory_order_relaxed);
   if (st != TY__PARKED) return;
+  TY_CHAOS();
   if (!atomic_compare_exchange_strong_explicit(&w->park, &st, TY__NOTIFIED,
                                                memory_order_relaxed,
                                                memory_order_relaxed))
@@ -86,13 +88,16 @@ void ty__park(ty_worker *w) {
   /* seq_cst: the store half of the protocol above. Stored before we join
    * the sleepers, so a notifier that picks us sees PARKED. */
   atomic_store(&w->park, TY__PARKED);
+  TY_CHAOS();
   bool last = ty__idle_park(&rt->idle, w->id, w->searching);
   w->searching = false;
   atomic_thread_fence(memory_order_seq_cst);
+  TY_CHAOS(); /* a producer publishes between our fence and the re-check */
   if (!has_work(w, last)) {
     TY__STAT_ADD(w, parks, 1);
     ty__io_wait(w->io, timeout);
   }
+  TY_CHAOS();
   /* seq_cst: pairs with the wakers' CAS; NOTIFIED means the eventfd was (or
    * is about to be) written. */
   if (atomic_exchange(&w->park, TY__RUNNING) == TY__NOTIFIED) {

@@ -42,6 +42,7 @@ static ty__pident *chunk_for(ty__pidtab *t, uint32_t slot) {
   ty__pident *c = atomic_load_explicit(cp, memory_order_acquire);
   if (c) return c;
   ty__pident *fresh = ty__xcalloc(TY__PT_CHUNK, sizeof *fresh);
+  TY_CHAOS(); /* another thread allocates the same chunk meanwhile */
   /* acq_rel: release publishes our zeroed chunk; acquire (on failure) sees
    * the winner's. The loser frees its copy. */
   if (atomic_compare_exchange_strong_explicit(cp, &c, fresh,
@@ -59,6 +60,7 @@ ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot) {
   uint32_t s = atomic_load_explicit(&t->next, memory_order_relaxed);
   do {
     if (s >= TY_PID_MAX_SLOTS) return NULL;
+    TY_CHAOS();
   } while (!atomic_compare_exchange_weak_explicit(&t->next, &s, s + 1,
                                                   memory_order_relaxed,
                                                   memory_order_relaxed));

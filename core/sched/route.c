@@ -15,6 +15,7 @@
 static void send_node_from_thread(ty_runtime *rt, unsigned home, ty__node *n) {
   ty_worker *to = &rt->workers[home];
   ty__inject_push(&to->inbox, n);
+  TY_CHAOS();
   /* seq_cst fence: push (store) then read the park state (load). */
   atomic_thread_fence(memory_order_seq_cst);
   ty__worker_unpark(to);
@@ -194,6 +195,7 @@ static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
                                              memory_order_acquire,
                                              memory_order_acquire))
     return false;
+  TY_CHAOS(); /* the starter spins on the lock bit meanwhile */
   /* relaxed: guarded by the lock bit. */
   m->node.next =
       (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);

@@ -52,6 +52,7 @@ void ty__spawnq_init(ty__spawnq *q, uint32_t cap) {
 /* Owner: writes n at position t and makes it visible to stealers. */
 static void spawnq__publish(ty__spawnq *q, uint32_t t, ty__node *n) {
   *spawnq__slot(q, t) = n;
+  TY_CHAOS();
   /* release: a stealer that acquires this tail sees the slot written. */
   atomic_store_explicit(&q->tail, t + 1, memory_order_release);
 }
@@ -81,6 +82,7 @@ static bool spawnq__overflow(ty__spawnq *q, uint64_t h, uint32_t t, ty__node *n,
                                                memory_order_release,
                                                memory_order_relaxed))
     return false;
+  TY_CHAOS(); /* the ring looks empty to stealers until tail moves */
 
   /* The claim made every slot ours: chain the second half, in order, then n. */
   ty__node *first = NULL;
@@ -109,6 +111,7 @@ void ty__spawnq_push(ty__spawnq *q, ty__node *n, ty__inject *inject) {
     /* relaxed: only this thread writes tail. */
     uint32_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
     uint32_t steal = spawnq__steal(h);
+    TY_CHAOS();
 
     if (t - steal < cap) {
       spawnq__publish(q, t, n);
@@ -134,6 +137,7 @@ ty__node *ty__spawnq_pop(ty__spawnq *q) {
     uint32_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
 
     if (real == t) return NULL;
+    TY_CHAOS();
     /* With no steal in progress, steal follows real. */
     uint64_t next = steal == real ? spawnq__pack(real + 1, real + 1)
                                   : spawnq__pack(steal, real + 1);
@@ -180,6 +184,7 @@ static uint32_t spawnq__claim(ty__spawnq *v, uint32_t max, uint64_t *claimed) {
     if (n == 0) return 0;
 
     uint64_t next = spawnq__pack(steal, real + n);
+    TY_CHAOS();
     /* acquire (both): on failure h is a new head we act on, and the tail we
      * load for it must be at least its real (as for the first load); on
      * success h is unchanged, so the first acquire already covers it. */
@@ -238,6 +243,7 @@ ty__node *ty__spawnq_steal_into(ty__spawnq *victim, ty__spawnq *dst) {
     *spawnq__slot(dst, dst_tail + i) = *spawnq__slot(victim, first + i);
   /* The newest one goes to the caller, not to dst. */
   ty__node *ret = *spawnq__slot(victim, first + n - 1);
+  TY_CHAOS(); /* the owner meets a steal in progress meanwhile */
   spawnq__unclaim(victim, claimed);
 
   if (n > 1) {

@@ -56,6 +56,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
       continue;
     }
     uint64_t live = ty__w_make(ty__w_gen(old), TY__S_LIVE, w->id);
+    TY_CHAOS(); /* a sender takes the lock bit meanwhile */
     /* acq_rel: acquire sees the pending list of every sender that held the
      * lock before; release publishes home and actor to later senders. */
     if (atomic_compare_exchange_weak_explicit(&e->word, &old, live,
@@ -63,6 +64,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
                                               memory_order_relaxed))
       break;
   }
+  TY_CHAOS(); /* senders see LIVE and go to the mailbox meanwhile */
   /* relaxed: ordered by the CAS above; no sender touches it after LIVE. */
   ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
   ty_msg *rev = NULL;
@@ -91,6 +93,7 @@ void ty__free_pid(ty_runtime *rt, ty_worker *w, ty_pid pid) {
   /* relaxed: only the home worker reads `actor`, and it is us (or nobody:
    * a request abandoned before its placement). */
   atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
+  TY_CHAOS();
   /* release: a sender that sees the new generation sees nothing stale. */
   atomic_store_explicit(&e->word, ty__w_make(gen ? gen : 1, TY__S_FREE, 0),
                         memory_order_release);

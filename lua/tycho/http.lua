@@ -24,17 +24,39 @@
 --   req.headers  lower-case names; lookups ignore case (req.headers.Host);
 --                repeated headers joined with ", " ("; " for Cookie)
 --   req.body     the whole body ("" when none; chunked bodies are joined)
+--   req.trailers the trailer fields of a chunked body, like headers (nil
+--                when none); never merged into req.headers
+--   req.upgrade  true for an Upgrade request (with Connection: upgrade) or
+--                a CONNECT: the last request parsed on its connection
 -- and returns {status=, headers=, body=} (status 200 by default; a header
 -- value may be an array of strings, one line each), or status, body, or a
 -- body string. Content-Length, Date and Server are added (Content-Type:
 -- default_type unless given); Content-Length and Transfer-Encoding given by
 -- the handler are dropped (the framing is the server's); HEAD gets the
 -- headers only, 204 and 304 no body. The connection stays open unless the
--- request (HTTP/1.0 without keep-alive, Connection: close, CONNECT) or the
--- handler (a Connection: close header) says otherwise. Pipelined requests
--- are answered in order; the responses to those already received go out in
--- one write. Expect: 100-continue gets its 100 Continue. An Upgrade request
--- is answered as plain HTTP and the connection goes on in HTTP.
+-- request (HTTP/1.0 without keep-alive, Connection: close, an upgrade) or
+-- the handler (a Connection: close header) says otherwise. Pipelined
+-- requests are answered in order; the responses to those already received
+-- go out in one write. Expect: 100-continue gets its 100 Continue.
+--
+-- Upgrade: what follows an upgrade request (req.upgrade) on its connection
+-- is never parsed as HTTP. The handler either answers it as usual (the
+-- response says Connection: close and the connection closes), or returns
+-- a function fn: then the server writes nothing more (the responses to the
+-- requests before it go first) and calls fn(conn) in the connection's
+-- coroutine; conn is the tycho.tcp connection, whose next reads give the
+-- bytes the client sent after the request first. fn writes the "101
+-- Switching Protocols" (or a CONNECT's 200) itself and speaks the new
+-- protocol; the connection closes when fn returns (an error in it is
+-- logged), and counts among the server's connections until then. A
+-- function returned for any other request is a 500.
+--
+-- RFC 9112: every request that RFC 9112 lets a server refuse is a 400:
+-- obs-fold (a header value continued on the next line), whitespace between
+-- a header name and its colon, a second Host, line ends other than CR LF,
+-- chunk data not ended by CR LF, Transfer-Encoding with Content-Length, a
+-- request target with bytes outside ASCII (percent-encode them), control
+-- characters in a value. (A missing Host is accepted.)
 --
 -- Where it runs: one acceptor actor on every worker shares the listener;
 -- each connection it accepts is served by a fork of that acceptor, on that
@@ -55,7 +77,10 @@
 --   body_timeout    60 s for a whole body                  -> 408
 --   idle_timeout    75 s between requests (keep-alive)     -> closed
 --   send_timeout    60 s for a response to go out          -> closed
---   max_connections 512 x workers, over the whole server   -> 503
+--   max_connections 512 x workers, over the whole server   -> see below
+--   max_connections_per_ip  none; connections of one client address -> 503
+--   busy_timeout    5 s for heads and idle waits once 75% of
+--                   max_connections are open                -> 408 / closed
 --   malformed requests -> 400; HTTP versions other than 1.x -> 505
 -- Each of these responses closes the connection, after a lingering close
 -- (the client's remaining bytes are read and dropped until it closes, for
@@ -67,11 +92,23 @@
 -- method, path and the reason (the error and its traceback); the
 -- connection and the server go on. srv:close() stops accepting and
 -- ends the open connections at once.
+--
+-- Connection slots: when all max_connections are open, a new connection
+-- takes the slot of one that gives it up most readily, which is closed
+-- without a response: one lingering after its last response, else the one
+-- that has waited longest for a request (an idle keep-alive connection
+-- counts 1 s longer than a new connection or a head in progress); never
+-- one whose body is coming or whose request is being answered (or that a
+-- handler took over). Its own worker's first,
+-- then another worker's. Only when none can give its slot up within 50 ms
+-- is the new one answered 503. So idle and slow (slowloris) connections
+-- cannot lock clients out, and the limit still bounds the descriptors.
 local tycho = require "tycho"
 local core = require "tycho.core"
 
 local hc = core._http
 local feed, respond, expired = hc.feed, hc.respond, hc.expired
+local takeover, timeout, gauge_enter = hc.takeover, hc.timeout, hc.gauge_enter
 
 local http = {}
 
@@ -83,7 +120,8 @@ local OPTIONS = {
   max_header_size = true, max_headers = true, max_body_size = true,
   header_timeout = true, body_timeout = true, idle_timeout = true,
   send_timeout = true, max_connections = true, server = true,
-  default_type = true, tls = true,
+  default_type = true, tls = true, busy_timeout = true,
+  max_connections_per_ip = true,
 }
 
 -- Through the event log (tycho.log): one line per event, never blocking.
@@ -159,30 +197,36 @@ end
 local traceback = debug.traceback
 
 -- Reads, parses, answers until the connection ends. Never raises for the
--- client's sake: every way out returns; true when the server's last
--- response ended the connection (the client may still be sending).
-local function converse(c, p, handler, idle)
+-- client's sake: every way out returns; "linger" when the server's last
+-- response ended the connection (the client may still be sending), "taken"
+-- and a function when the handler of an upgrade request took it over.
+local function converse(c, p, handler)
   local read_some, write = c.read_some, c.write
-  local tmo = idle
+  local tmo = timeout(p)
   while true do
     local data, rerr = read_some(c, READ_MAX, tmo)
     if not data then
       if rerr == "timeout" then
         local out = expired(p)
-        if out then return write(c, out) end
+        if out and write(c, out) then return "linger" end
       end
-      return false
+      return nil
     end
     local out, req
     out, req, tmo = feed(p, data)
     while true do
-      if out and not write(c, out) then return false end
+      if out and not write(c, out) then return nil end
       if not req then
-        if req == false then return true end
+        if req == false then return "linger" end
         break
       end
       local ok, res, body = xpcall(handler, traceback, req)
       if not ok then log_failure(req, res) end
+      if ok and req.upgrade and type(res) == "function" then
+        out = takeover(p, c)
+        if out and not write(c, out) then return nil end
+        return "taken", res, req
+      end
       local nreq, err
       out, nreq, tmo, err = respond(p, ok, res, body)
       if err then log_failure(req, err) end
@@ -208,16 +252,128 @@ local function linger(c)
   end
 end
 
-local function serve_conn(c, cfg, handler, gauge, send_timeout, idle)
-  if not hc.gauge_enter(gauge) then
-    if c:write(hc.reject(cfg, 503)) then linger(c) end
+-- ---- connection slots --------------------------------------------------------------
+--
+-- A server has max_connections slots over every worker (a gauge, in C). A
+-- connection that finds them all taken has its worker close the one that
+-- gives its slot up most readily (hc.reclaim: one lingering after its last
+-- response, else the one that has waited longest for a request, idle
+-- keep-alive ones first; never one being answered) and waits for that
+-- slot; when its worker has nothing to give, it asks another worker's
+-- reaper. Only when nobody gives a slot within SLOT_WAIT does it get a 503.
+-- Past PRESSURE of the slots, heads and idle waits get busy_timeout at
+-- most: new waits at once, the waiting ones are swept (closed) when the
+-- pressure begins and then once a second. A client address with
+-- max_connections_per_ip connections gets a 503 at once.
+
+local PRESSURE = 0.75
+local SLOT_WAIT = 0.05 -- seconds a connection waits for a slot reclaimed for it
+
+-- Sends what to every other acceptor's reaper.
+local function tell_peers(A, what)
+  for _, pid in ipairs(A.peers) do
+    if pid ~= A.reaper then tycho.send(pid, what) end
+  end
+end
+
+local function sweep(A)
+  if A.busy >= 0 then hc.sweep(A.cfg, A.busy) end
+end
+
+-- open: the server's open connections now.
+local function set_pressure(A, open)
+  local on = open > A.max * PRESSURE
+  if on == A.pressure then return end
+  A.pressure = on
+  hc.pressure(A.cfg, on)
+  if on then
+    sweep(A)
+    tell_peers(A, "sweep")
+  end
+end
+
+-- Asks the reaper of another worker (in turn) to give a slot up.
+local function ask_peer(A)
+  local peers = A.peers
+  for _ = 1, #peers do
+    A.turn = A.turn % #peers + 1
+    local pid = peers[A.turn]
+    if pid ~= A.reaper then
+      tycho.send(pid, "reclaim")
+      return true
+    end
+  end
+  return false
+end
+
+-- Takes a slot for c: true, or false when it must be refused.
+local function admit(c, A)
+  local ip = A.per_ip and c:getpeername() or nil
+  local ok, why = gauge_enter(A.gauge, ip)
+  if not ok and why ~= "ip" then
+    local deadline, asked = tycho.now() + SLOT_WAIT, false
+    repeat
+      -- A connection closed on this worker ends (and gives its slot back)
+      -- as soon as this fork lets it run; another worker's takes a message.
+      if hc.reclaim(A.cfg) then
+        tycho.yield()
+      elseif not asked then
+        asked = ask_peer(A)
+        tycho.sleep(0.001)
+      else
+        tycho.sleep(0.002)
+      end
+      ok, why = gauge_enter(A.gauge, ip)
+    until ok or why == "ip" or tycho.now() >= deadline
+  end
+  if ok then set_pressure(A, why) end
+  return ok
+end
+
+-- The reaper of an acceptor: gives a slot up when another worker asks,
+-- sweeps when another worker saw the pressure begin, and once a second
+-- looks at the pressure (sweeping while it lasts).
+local function reaper(A)
+  while true do
+    local what, peers = tycho.recv(1)
+    if what == "reclaim" then
+      hc.reclaim(A.cfg)
+    elseif what == "sweep" then
+      sweep(A)
+    elseif what == "peers" then
+      A.peers = peers
+    else
+      set_pressure(A, hc.gauge_count(A.gauge) or 0)
+      if A.pressure then sweep(A) end
+    end
+  end
+end
+
+-- ---- a connection ------------------------------------------------------------------
+
+-- The handler of an upgrade request returned fn: it owns the connection
+-- (still counted among the server's) until it returns.
+local function hand_over(c, fn, req)
+  local ok, err = xpcall(fn, traceback, c)
+  if not ok then
+    log.error("http upgraded connection failed", { method = req.method, path = req.path,
+      reason = tostring(err) })
+  end
+end
+
+local function serve_conn(c, A, handler)
+  if not admit(c, A) then
+    if c:write(hc.reject(A.cfg, 503)) then linger(c) end
     c:close()
     return
   end
-  c:settimeouts(nil, send_timeout, nil)
-  local ok, ended = pcall(converse, c, hc.parser(cfg), handler, idle)
-  if not ok then log.error("http connection failed", { reason = tostring(ended) }) end
-  if ok and ended then linger(c) end
+  c:settimeouts(nil, A.send_timeout, nil)
+  local p = hc.parser(A.cfg, c)
+  local ok, how, fn, req = pcall(converse, c, p, handler)
+  if not ok then log.error("http connection failed", { reason = tostring(how) }) end
+  if how == "linger" then linger(c) end
+  if how == "taken" then hand_over(c, fn, req) end
+  hc.done(p)
   c:close()
 end
 
@@ -232,19 +388,22 @@ local function with_args(handler, args)
 end
 
 -- The body of every acceptor actor (spawned through a one-line function
--- without upvalues that requires this module).
-function http._acceptor(l, spec, opts, gauge, supervisor)
+-- without upvalues that requires this module). A: what its connections
+-- share (the config, the gauge, its reaper and the other acceptors').
+function http._acceptor(l, spec, opts, gauge, supervisor, max)
   local handler = with_args(unpack_handler(spec), opts.args)
-  local cfg = hc.config(opts)
-  local send_timeout = opts.send_timeout or 60
-  local idle = opts.idle_timeout or 75
-  if idle < 0 or idle == math.huge then idle = -1 end
+  local busy = opts.busy_timeout or 5
+  if busy < 0 or busy == math.huge then busy = -1 end
+  local A = { cfg = hc.config(opts), gauge = gauge, max = max, pressure = false,
+    per_ip = opts.max_connections_per_ip ~= nil, send_timeout = opts.send_timeout or 60,
+    busy = busy, peers = {}, turn = 0 }
   local fork = tycho.fork
-  tycho.send(supervisor, "ready", tycho.self())
+  A.reaper = fork(reaper, A)
+  tycho.send(supervisor, "ready", tycho.self(), A.reaper)
   while true do
     local c, err = l:accept()
     if c then
-      fork(serve_conn, c, cfg, handler, gauge, send_timeout, idle)
+      fork(serve_conn, c, A, handler)
     elseif err == "closed" then
       return
     else
@@ -258,7 +417,7 @@ end
 local function spawn_acceptor(s, w)
   local pid = core._spawn_at(w, function(...)
     return require("tycho.http")._acceptor(...)
-  end, s.listener, s.spec, s.opts, s.gauge, s.supervisor)
+  end, s.listener, s.spec, s.opts, s.gauge, s.supervisor, s.max)
   if pid then s.by_pid[pid] = w end
   return pid
 end
@@ -278,7 +437,7 @@ local function supervise(s)
     starting[pid] = true
     tycho.monitor(pid)
   end
-  local waiting, stuck = {}, {}
+  local waiting, stuck, reapers = {}, {}, {}
   local function respawn(w)
     local pid = spawn_acceptor(s, w)
     if pid then
@@ -288,12 +447,20 @@ local function supervise(s)
       stuck[w] = true -- its worker is stuck: try again in a while
     end
   end
+  -- Every acceptor's reaper knows the others' (to ask them for slots).
+  local function tell_reapers()
+    local list = {}
+    for _, r in pairs(reapers) do list[#list + 1] = r end
+    for _, r in ipairs(list) do tycho.send(r, "peers", list) end
+  end
   while true do
     local what, a, b = tycho.recv(next(stuck) and 1 or nil)
     if what == nil and a == "timeout" then
       for w in pairs(stuck) do if s.open then respawn(w) else stuck[w] = nil end end
     elseif what == "ready" then
       starting[a] = nil
+      reapers[a] = b
+      tell_reapers()
     elseif what == "started?" then
       started = tycho.response()
     elseif what == "wait" then
@@ -301,6 +468,7 @@ local function supervise(s)
     elseif what == "DOWN" and s.by_pid[a] then
       local w = s.by_pid[a]
       s.by_pid[a] = nil
+      reapers[a] = nil
       if starting[a] then
         starting[a] = nil
         failure = failure or tostring(b)
@@ -344,6 +512,7 @@ local function check_options(opts, fname)
     end
   end
   number("max_connections", 1)
+  number("max_connections_per_ip", 1)
   number("backlog", 1)
   local st = opts.send_timeout
   if st ~= nil and (type(st) ~= "number" or st == 0 or st ~= st) then
@@ -382,7 +551,8 @@ local function start(opts, fname)
   local o = plain_options(opts)
   local s = setmetatable({ listener = l, spec = spec, opts = o, open = true, by_pid = {} }, Server)
   s.host, s.port = l:getsockname()
-  s.gauge = hc.gauge_new(opts.max_connections or 512 * workers)
+  s.max = opts.max_connections or 512 * workers
+  s.gauge = hc.gauge_new(s.max, opts.max_connections_per_ip)
   -- The supervisor first (the acceptors report to it), the acceptors next;
   -- it runs once this coroutine waits below, and monitors them itself
   -- (monitors belong to the fork that makes them; one of an acceptor gone

@@ -1,16 +1,9 @@
 /*
- * fuzz_codec.c - libFuzzer target for the message decoder: arbitrary bytes
+ * codec.c - libFuzzer target for the message decoder: arbitrary bytes
  * are decoded into a fresh lua_State. Besides not crashing (ASan, UBSan),
  * whatever decodes must be a proper message: it encodes again, decodes back
  * to deep-equal values, and copies to deep-equal values. A decode error must
- * leave the stack empty.
- *
- *   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
- *     -I/usr/include/luajit-2.1 -Icore core/lua/codec.c core/lua/codec_dec.c \
- *     core/base/buf.c scripts/fuzz_codec.c \
- *     -lluajit-5.1 -lm -o build/fuzz-codec
- *   mkdir -p build/fuzz-corpus && build/fuzz-codec -max_total_time=60 \
- *     build/fuzz-corpus
+ * leave the stack empty. Built and run by `make fuzz` (fuzz/README.md).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -91,17 +84,24 @@ static bool deq(lua_State *L, int a, int b, int depth) {
   return lua_rawequal(L, a, b) || t == LUA_TNIL;
 }
 
-/* Values at first..first+m-1 encode, decode back and copy to equal values.
- * Chunks keep the three sets within a C function's 8000 stack slots. */
+/* Values at first..first+m-1 encode, decode back and copy to equal values
+ * (three sets of m values on L's stack). */
 static void check_chunk(lua_State *L, int first, int m) {
   char err[256];
   ty__buf b;
   int top = lua_gettop(L);
   ty__buf_init(&b);
-  REQUIRE(ty__codec_encode(L, first, m, &b, SIZE_MAX, err, sizeof(err)) == 0);
+  err[0] = 0;
+  int rc = ty__codec_encode(L, first, m, &b, SIZE_MAX, err, sizeof(err));
+  if (rc) fprintf(stderr, "fuzz_codec: encode: %s\n", err);
+  REQUIRE(rc == 0);
   REQUIRE(lua_gettop(L) == top);
-  REQUIRE(ty__codec_decode(L, b.data, b.len, err, sizeof(err)) == m);
-  REQUIRE(ty__codec_copy(L, first, m, SIZE_MAX, err, sizeof(err)) == m);
+  rc = ty__codec_decode(L, b.data, b.len, err, sizeof(err));
+  if (rc != m) fprintf(stderr, "fuzz_codec: decode again: %s\n", err);
+  REQUIRE(rc == m);
+  rc = ty__codec_copy(L, first, m, SIZE_MAX, err, sizeof(err));
+  if (rc != m) fprintf(stderr, "fuzz_codec: copy: %s\n", err);
+  REQUIRE(rc == m);
   for (int i = 0; i < m; i++) {
     REQUIRE(deq(L, first + i, top + 1 + i, 0));
     REQUIRE(deq(L, first + i, top + 1 + m + i, 0));
@@ -110,19 +110,30 @@ static void check_chunk(lua_State *L, int first, int m) {
   ty__buf_free(&b);
 }
 
-static void check_values(lua_State *L, int n) {
-  REQUIRE(lua_gettop(L) == n);
-  for (int first = 1; first <= n; first += 1000)
-    check_chunk(L, first, n - first + 1 < 1000 ? n - first + 1 : 1000);
+/* The n values on T (decode fills up to a C function's 8000 slots) are
+ * checked in chunks of at most 1000, each moved to a fresh thread, whose
+ * stack has room for the chunk's three sets. */
+static void check_values(lua_State *L, lua_State *T, int n) {
+  REQUIRE(lua_gettop(T) == n);
+  while (n > 0) {
+    int m = n < 1000 ? n : 1000;
+    lua_State *C = lua_newthread(L);
+    REQUIRE(lua_checkstack(C, 3 * m + 8));
+    lua_xmove(T, C, m); /* the last m values of T */
+    check_chunk(C, 1, m);
+    lua_pop(L, 1);
+    n -= m;
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256];
   lua_State *L = luaL_newstate();
   REQUIRE(L != NULL);
-  int n = ty__codec_decode(L, (const char *)data, size, err, sizeof(err));
-  if (n < 0) REQUIRE(lua_gettop(L) == 0 && err[0] != '\0');
-  else check_values(L, n);
+  lua_State *T = lua_newthread(L);
+  int n = ty__codec_decode(T, (const char *)data, size, err, sizeof(err));
+  if (n < 0) REQUIRE(lua_gettop(T) == 0 && err[0] != '\0');
+  else check_values(L, T, n);
   lua_close(L);
   return 0;
 }
