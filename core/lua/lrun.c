@@ -198,6 +198,7 @@ static void stop_runtime(ty_runtime *rt) {
   lt_pool_shutdown(); /* if no worker state did it (all abandoned) */
   left += lt_pool_left();
   lt_g.stop_deadline_ns = 0;
+  lt_g.left_behind += left;
   if (left)
     ty__logf(TY_LOG_WARN, -1, 0,
              "stop: %d thread(s) still running code that does not return "

@@ -25,6 +25,7 @@ typedef struct lt_global {
   int argc;
   char **argv;
   lua_CFunction opener; /* luaopen_tycho_core of this copy of the core */
+  int left_behind; /* threads a stop left running (stuck code, hung jobs) */
 } lt_global;
 
 extern lt_global lt_g;
