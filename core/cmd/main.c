@@ -1,7 +1,8 @@
 /*
  * main.c - the `tycho` launcher: runs a Lua script as the main actor.
  *
- *   tycho [--workers N] [--io uring|epoll] script.lua [args...]
+ *   tycho [--workers N] [--io uring|epoll] [--node NAME --nats URL
+ *         [--cluster NAME]] script.lua [args...]
  *
  * It embeds LuaJIT and this copy of the core, and finds tycho's Lua modules
  * relative to its own location: <prefix>/share/lua/5.1 when installed as
@@ -18,6 +19,7 @@
 #include <lualib.h>
 
 #include "base/log.h"
+#include "cluster/lcluster.h"
 #include "io/io.h"
 #include "lua/lrun.h"
 #include "module.h"
@@ -52,6 +54,11 @@ static void usage(FILE *f) {
           "                  stopped (default 1; 0: never)\n"
           "  --stop-timeout S  seconds a stop waits for running code "
           "(default 5)\n"
+          "  --node NAME     join a cluster as this node (or TYCHO_NODE)\n"
+          "  --nats URL      its NATS server(s) (default: "
+          "nats://127.0.0.1:4222, or TYCHO_NATS)\n"
+          "  --cluster NAME  the cluster (default: tycho, or "
+          "TYCHO_CLUSTER)\n"
           "  --version       print the version and exit\n"
           "  --help          print this help and exit\n");
 }
@@ -145,6 +152,14 @@ static double parse_seconds(const char *opt, const char *s, double min) {
   return v;
 }
 
+static void cluster_option(const char *key, const char *value) {
+  const char *bad = lc_set_option(key, value);
+  if (bad) {
+    fprintf(stderr, "tycho: --%s: %s, not '%s'\n", key, bad, value);
+    exit(2);
+  }
+}
+
 static int parse_format(const char *s) {
   if (strcmp(s, "text") && strcmp(s, "json")) {
     fprintf(stderr, "tycho: --log-format wants text or json, not '%s'\n", s);
@@ -183,6 +198,17 @@ int main(int argc, char **argv) {
       lt_g.max_slice = parse_seconds(a, argv[++i], 0.01);
     } else if (!strcmp(a, "--stop-timeout") && i + 1 < argc) {
       lt_g.stop_timeout = parse_seconds(a, argv[++i], 0);
+    } else if ((!strcmp(a, "--node") || !strcmp(a, "--nats") ||
+                !strcmp(a, "--cluster")) &&
+               i + 1 < argc) {
+      cluster_option(a + 2, argv[++i]);
+    } else if (!strncmp(a, "--node=", 7) || !strncmp(a, "--nats=", 7)) {
+      char key[8];
+      memcpy(key, a + 2, 4);
+      key[4] = 0;
+      cluster_option(key, a + 7);
+    } else if (!strncmp(a, "--cluster=", 10)) {
+      cluster_option("cluster", a + 10);
     } else if (!strcmp(a, "--")) {
       i++;
       break;

@@ -1,13 +1,15 @@
 /*
  * module.c - luaopen_tycho_core, the `tycho.core` module: the functions of
  * every binding folder in one table (core/lua: actors and messages, run and
- * config, the blocking pool; core/net: tcp, udp, http and the ngx helpers). It sits above them all
+ * config, the blocking pool; core/net: tcp, udp, http and the ngx helpers;
+ * core/cluster: nodes, global names, services). It sits above them all
  * so that no folder below needs to know the others (docs/architecture.md).
  */
 #include <dlfcn.h>
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "cluster/lcluster.h"
 #include "lua/lapi.h"
 #include "lua/lpool.h"
 #include "lua/lpreload.h"
@@ -49,6 +51,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_udp(L);
   lt_open_ngx(L);
   lt_open_http(L);
+  lc_open_cluster(L);
   lua_pushliteral(L, TYCHO_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

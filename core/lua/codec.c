@@ -611,3 +611,15 @@ int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
   }
   return n < 0 ? 0 : n;
 }
+
+/* ---- values written without a Lua state (more in the encoder above) ---- */
+
+int ty__codec_put_bool(ty__buf *b, bool v) {
+  uint8_t t = v ? TAG_TRUE : TAG_FALSE;
+  return ty__buf_append(b, &t, 1);
+}
+
+int ty__codec_put_nil(ty__buf *b) {
+  uint8_t t = TAG_NIL;
+  return ty__buf_append(b, &t, 1);
+}

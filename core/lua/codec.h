@@ -97,10 +97,13 @@ void ty__codec_release(const char *data, size_t len);
 /* Does an encoded message hold a handle (something that moves once)? */
 bool ty__codec_has_handles(const char *data, size_t len);
 
-/* Appends one number / one string to an encoding, with no Lua state (a
- * message built on a thread that has none). 0, or -1 when out of memory. */
+/* Appends one value to an encoding, with no Lua state (a message built on
+ * a thread that has none: the cluster gateway writes ("DOWN", pid, reason)
+ * this way). 0, or -1 when out of memory. */
 int ty__codec_put_number(ty__buf *b, double d);
 int ty__codec_put_string(ty__buf *b, const char *s, size_t len);
+int ty__codec_put_bool(ty__buf *b, bool v);
+int ty__codec_put_nil(ty__buf *b);
 
 /* Same-state deep copy with the semantics and errors of encode+decode
  * (max_bytes limits the size the encoding would have): pushes copies of the

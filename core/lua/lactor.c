@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "lactor.h"
+#include "lapi.h"
 #include "lpreload.h"
 #include "lrun.h"
 #include "lstate.h"
@@ -153,9 +154,11 @@ int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
-  if (ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
-                       sizeof err))
-    return luaL_error(L, "tycho.%s: %s", fname, err);
+  lt_remote_encode = ty_pid_remote(lt_g.rt, to);
+  int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
+                           sizeof err);
+  lt_remote_encode = false;
+  if (r) return luaL_error(L, "tycho.%s: %s", fname, err);
   lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
   return 0;
 }
@@ -172,6 +175,24 @@ void lt_send_values(lua_State *L, int n, ty_pid to) {
                        sizeof err) == 0)
     lt_send_raw(to, LT_MSG, 0, lw->buf.data, lw->buf.len);
   lua_pop(L, n);
+}
+
+void lt_send_down(ty_pid watcher, ty_pid target, const char *reason,
+                  size_t len) {
+  ty__buf b;
+  ty__buf_init(&b);
+  if (ty__codec_put_string(&b, "DOWN", 4) == 0 &&
+      ty__codec_put_number(&b, (double)target) == 0 &&
+      ty__codec_put_string(&b, reason, len) == 0) {
+    ty_msg *m = ty_msg_new(b.len);
+    memcpy(m->data, b.data, b.len);
+    m->to = watcher;
+    m->from = target;
+    m->kind = LT_MSG;
+    m->aux = LT_AUX_DOWN;
+    if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+  }
+  ty__buf_free(&b);
 }
 
 /* ---- resources --------------------------------------------------------- */

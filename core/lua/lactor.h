@@ -29,6 +29,17 @@ enum {
   LT_SIG_MONITOR, /* from monitors the receiver */
 };
 
+/* Flags in ty_msg.aux. */
+enum {
+  /* An LT_MSG that is a ("DOWN", pid, reason) of a monitor, sent from the
+   * pid that ended: the cluster gateway forgets the monitor when it passes. */
+  LT_AUX_DOWN = 1,
+  /* Set by the cluster gateway on a message whose receiver was gone when it
+   * arrived from another node: a call to it answers "noproc", as a send to
+   * a dead local pid does, not "dead". */
+  LT_AUX_NOPROC = 2,
+};
+
 /* What a suspended actor waits for. */
 enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD, LT_W_EXT };
 
@@ -131,6 +142,9 @@ int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
 /* Encodes the n values on top of L's stack, pops them and sends them as an
  * ordinary message (nothing is sent when they cannot be copied). */
 void lt_send_values(lua_State *L, int n, ty_pid to);
+/* Sends ("DOWN", target, reason) to the monitor `watcher`, from target. */
+void lt_send_down(ty_pid watcher, ty_pid target, const char *reason,
+                  size_t len);
 /* The actor of the family (an actor and its forks) of la whose pid is pid,
  * or NULL. */
 lt_actor *lt_family_find(lt_actor *la, ty_pid pid);

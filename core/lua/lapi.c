@@ -84,13 +84,16 @@ int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname) {
   return (int64_t)(s * 1e9);
 }
 
+_Thread_local bool lt_remote_encode;
+
 ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname) {
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
-  if (ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
-                       sizeof err))
-    luaL_error(L, "tycho.%s: %s", fname, err);
+  int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
+                           sizeof err);
+  lt_remote_encode = false;
+  if (r) luaL_error(L, "tycho.%s: %s", fname, err);
   ty_msg *m = ty_msg_new(lw->buf.len);
   if (lw->buf.len) /* else data may be NULL */
     memcpy(m->data, lw->buf.data, lw->buf.len);
@@ -187,14 +190,50 @@ static int maybe_block(lua_State *L, lt_cur c) {
   return lua_yield(L, 0);
 }
 
+/* Where send and call go: a pid (or a registered name), or a member of a
+ * service ({service = name}): one on this node (pid), else one on another
+ * node that the cluster picks (svc). Both zero: nobody. */
+typedef struct dest {
+  ty_pid pid;
+  uint64_t svc;
+} dest;
+
+static dest check_dest(lua_State *L, int idx, ty_pid exclude,
+                       const char *fname) {
+  dest d = {0, 0};
+  if (lua_type(L, idx) == LUA_TTABLE && lt_g.cluster &&
+      lt_g.cluster->service_pick &&
+      lt_g.cluster->service_pick(L, idx, exclude, &d.pid, &d.svc, fname) >= 0)
+    return d;
+  d.pid = lt_check_dest(L, idx, fname);
+  return d;
+}
+
+/* Encodes the values for d: refusing what cannot leave this process (a tcp
+ * connection) when d is on another node. */
+static ty_msg *encode_for(lua_State *L, dest d, int first, int n,
+                          const char *fname) {
+  lt_remote_encode = d.svc || ty_pid_remote(lt_g.rt, d.pid);
+  return lt_encode_msg(L, first, n, fname);
+}
+
+static int send_to(dest d, ty_msg *m) {
+  if (d.svc) {
+    m->to = 0;
+    m->aux = d.svc;
+    return ty_port_send(lt_g.rt, m);
+  }
+  m->to = d.pid;
+  return ty_send(lt_g.rt, m);
+}
+
 static int l_send(lua_State *L) {
   lt_cur c = lt_current(L, "send");
-  ty_pid to = lt_check_dest(L, 1, "send");
-  if (!to) return lt_push_fail(L, "noproc");
-  ty_msg *m = lt_encode_msg(L, 2, lua_gettop(L) - 1, "send");
-  m->to = to;
+  dest d = check_dest(L, 1, 0, "send");
+  if (!d.pid && !d.svc) return lt_push_fail(L, "noproc");
+  ty_msg *m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
   m->kind = LT_MSG;
-  if (ty_send(lt_g.rt, m)) {
+  if (send_to(d, m)) {
     ty__codec_release(m->data, m->len);
     ty_msg_free(m);
     return lt_push_fail(L, "noproc");
@@ -230,22 +269,21 @@ static int l_recv(lua_State *L) {
 
 static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   lt_cur c = lt_current_blocking(L, fname);
-  ty_pid to = lt_check_dest(L, di, fname);
-  if (!to) return lt_push_fail(L, "noproc");
+  dest d = check_dest(L, di, c.a->pid, fname);
+  if (!d.pid && !d.svc) return lt_push_fail(L, "noproc");
   /* A fork may call its actor (whose own coroutine answers), but no
    * coroutine can answer while it waits. */
-  if (to == c.a->pid)
+  if (d.pid == c.a->pid)
     return luaL_error(L,
                       "tycho.%s: an actor cannot call itself (it would "
                       "wait for its own reply)",
                       fname);
-  ty_msg *m = lt_encode_msg(L, di + 1, lua_gettop(L) - di, fname);
+  ty_msg *m = encode_for(L, d, di + 1, lua_gettop(L) - di, fname);
   lt_worker *lw = lt_worker_get();
-  m->to = to;
   m->kind = LT_CALL;
   m->ref = lw->next_ref++;
   uint64_t ref = m->ref;
-  if (ty_send(lt_g.rt, m)) {
+  if (send_to(d, m)) {
     ty__codec_release(m->data, m->len);
     ty_msg_free(m);
     return lt_push_fail(L, "noproc");

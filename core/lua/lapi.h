@@ -30,6 +30,10 @@ int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname);
 /* A message holding the n values from `first`; raises when they cannot be
  * copied. */
 ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname);
+/* Set by a caller of the codec whose message goes to another node, for the
+ * encode that follows (the codec hooks read it: a tcp connection cannot
+ * leave this process); cleared by lt_encode_msg and lt_send_reply. */
+extern _Thread_local bool lt_remote_encode;
 /* Pushes nil, token; returns 2. */
 int lt_push_fail(lua_State *L, const char *token);
 /* Records what the actor waits for and arms the core's wait. */

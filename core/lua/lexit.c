@@ -17,17 +17,14 @@
 /* Tells monitors, links, forks, owed callers and the name table. */
 static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
                         size_t rlen) {
-  lua_State *L = lt_worker_get()->L;
   /* Names go first: whoever hears of the end (a supervisor restarting the
    * actor under the same name) finds the name free. */
   lt_names_drop_pid(a->pid);
+  if (lt_g.cluster && lt_g.cluster->actor_exit)
+    lt_g.cluster->actor_exit(a->pid);
   lt_grave_add(ty_worker_id(ty_worker_current()), a->pid, reason, rlen);
-  for (uint32_t i = 0; i < la->monitors.n; i++) {
-    lua_pushliteral(L, "DOWN");
-    lua_pushnumber(L, (lua_Number)a->pid);
-    lua_pushlstring(L, reason, rlen);
-    lt_send_values(L, 3, la->monitors.v[i]);
-  }
+  for (uint32_t i = 0; i < la->monitors.n; i++)
+    lt_send_down(la->monitors.v[i], a->pid, reason, rlen);
   for (uint32_t i = 0; i < la->links.n; i++)
     lt_send_raw(la->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
   for (lt_actor *f = lt_forks_orphan(la); f; f = f->fork_next)
@@ -254,7 +251,8 @@ void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   }
   if (!m->from) return;
   if (m->kind == LT_CALL) {
-    lt_send_reply_err(m->from, m->ref, "dead");
+    lt_send_reply_err(m->from, m->ref,
+                      m->aux & LT_AUX_NOPROC ? "noproc" : "dead");
     return;
   }
   if (m->kind != LT_SIG_LINK && m->kind != LT_SIG_MONITOR) return;
@@ -263,14 +261,8 @@ void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   const char *reason = found ? found : "noproc";
   if (m->kind == LT_SIG_LINK) {
     lt_send_raw_from(m->to, m->from, LT_SIG_EXIT, 0, reason, len);
-  } else { /* ("DOWN", pid, reason), encoded without a Lua state */
-    ty__buf b;
-    ty__buf_init(&b);
-    if (!ty__codec_put_string(&b, "DOWN", 4) &&
-        !ty__codec_put_number(&b, (double)m->to) &&
-        !ty__codec_put_string(&b, reason, len))
-      lt_send_raw_from(m->to, m->from, LT_MSG, 0, b.data, b.len);
-    ty__buf_free(&b);
+  } else {
+    lt_send_down(m->from, m->to, reason, len);
   }
   free(found);
 }

@@ -270,6 +270,8 @@ static int l_stats(lua_State *L) {
   lua_setfield(L, -2, "log_dropped");
   lt_pool_stats_push(L);
   lua_setfield(L, -2, "pool");
+  if (lt_g.cluster && lt_g.cluster->stats && lt_g.cluster->stats(L))
+    lua_setfield(L, -2, "cluster");
   return 1;
 }
 

@@ -86,12 +86,14 @@ static int l_config(lua_State *L) {
         return luaL_error(L, "tycho.config: log_format must be \"text\" or "
                              "\"json\"");
       ty__log_set(ty__log_level(), strcmp(f, "json") == 0);
-    } else if (!lt_pool_config_field(L, k, -1)) {
+    } else if (!lt_pool_config_field(L, k, -1) &&
+               !(lt_g.cluster && lt_g.cluster->config_field(L, k, -1))) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
                         "stop_timeout, debug, log_level, log_format, "
-                        "pool_max, pool_queue, pool_idle)",
+                        "pool_max, pool_queue, pool_idle, node, nats, "
+                        "cluster, cluster_backlog)",
                         k);
     }
     lua_pop(L, 1);
@@ -206,11 +208,35 @@ static void stop_runtime(ty_runtime *rt) {
              left);
 }
 
+/* join in a pcall: its errors unwind to join_cluster. */
+static int join_protected(lua_State *L) {
+  ty_config *cfg = lua_touserdata(L, 1);
+  lua_pushboolean(L, lt_g.cluster->join(L, cfg));
+  return 1;
+}
+
+/* Joins the cluster when one is configured (raising as join does); the
+ * spawn request is freed first if it raises. */
+static bool join_cluster(lua_State *L, ty_config *cfg, lt_actor *la) {
+  if (!lt_g.cluster) return false;
+  lua_pushcfunction(L, join_protected);
+  lua_pushlightuserdata(L, cfg);
+  if (lua_pcall(L, 1, 1, 0)) {
+    lt_actor_free(la);
+    return lua_error(L);
+  }
+  bool joined = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return joined;
+}
+
 /* Starts a runtime, runs la as the main actor, stops, returns its results. */
-static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
+static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
   lt_publish_paths(L); /* the caller's paths, for the workers */
+  bool clustered = join_cluster(L, cfg, la);
   ty_runtime *rt;
   if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
+    if (clustered) lt_g.cluster->stop();
     lt_actor_free(la);
     return luaL_error(L, "tycho.run: cannot create the runtime");
   }
@@ -220,9 +246,11 @@ static int run_main(lua_State *L, const ty_config *cfg, lt_actor *la) {
   lt_g.rt = rt;
   lt_graves_open(ty_runtime_workers(rt));
   la->is_main = true;
+  if (clustered) lt_g.cluster->start(rt);
   ty_runtime_start(rt);
   ty_spawn(rt, la, NULL);
   wait_main();
+  if (clustered) lt_g.cluster->stop();
   stop_runtime(rt);
   lt_g.rt = NULL;
   ty_runtime_free(rt);

@@ -10,6 +10,35 @@
 
 #include "sched/ty.h"
 
+/*
+ * What the cluster layer (core/cluster, above this one) plugs into the
+ * binding: tycho.config's cluster options, tycho.run's start and stop, the
+ * end of every actor, {service = name} destinations and tycho.stats. Set once
+ * by the module opener (core/cmd) before any run.
+ */
+typedef struct lt_cluster_hooks {
+  /* tycho.config: handles `key` (value at idx) and returns true, or false
+   * for a key that is not the cluster's. Raises on a bad value. */
+  bool (*config_field)(lua_State *L, const char *key, int idx);
+  /* tycho.run, before the runtime exists: false when this run is not in a
+   * cluster; else it has joined (cfg->node and cfg->port are set), or it
+   * raised with what went wrong (nothing is left behind then). */
+  bool (*join)(lua_State *L, ty_config *cfg);
+  void (*start)(ty_runtime *rt); /* the runtime exists, workers not started */
+  void (*stop)(void);            /* before ty_runtime_stop (or after a join
+                                  * whose runtime could not be created) */
+  /* Every actor's end, on its worker (cheap when pid held nothing). */
+  void (*actor_exit)(ty_pid pid);
+  /* {service = name} at idx, for send and call: 1 and *pid for a member on
+   * this node (never `exclude`), 2 and *svc when one on another node will
+   * answer (send it with ty_port_send, to = 0 and aux = *svc), 0 when the
+   * service has no member, -1 for a table that is not {service = name}. */
+  int (*service_pick)(lua_State *L, int idx, ty_pid exclude, ty_pid *pid,
+                      uint64_t *svc, const char *fname);
+  /* tycho.stats: pushes the `cluster` table, or nothing (returns 0). */
+  int (*stats)(lua_State *L);
+} lt_cluster_hooks;
+
 /* Process-wide settings (tycho.config) and the running runtime. */
 typedef struct lt_global {
   ty_runtime *rt;
@@ -26,6 +55,7 @@ typedef struct lt_global {
   char **argv;
   lua_CFunction opener; /* luaopen_tycho_core of this copy of the core */
   int left_behind; /* threads a stop left running (stuck code, hung jobs) */
+  const lt_cluster_hooks *cluster; /* NULL: no cluster layer */
 } lt_global;
 
 extern lt_global lt_g;

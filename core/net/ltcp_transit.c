@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ltls.h"
+#include "lua/lapi.h"
 
 /* What the current encode took: moved or shared once it succeeds. */
 typedef struct pending {
@@ -50,6 +51,11 @@ static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
                       size_t errlen) {
   int kind = udata_kind(L, idx);
   if (!kind) return 1;
+  if (lt_remote_encode)
+    return hook_fail(err, errlen,
+                     kind == LT_H_CONN
+                         ? "cannot send a tcp connection to another node"
+                         : "cannot send a tcp listener to another node");
   void *ud = lua_touserdata(L, idx);
   if (kind == LT_H_CONN) {
     const char *why = conn_stuck(((conn_ud *)ud)->c, ud);

@@ -57,8 +57,19 @@ void ty__update_load(ty_worker *w) {
 
 /* ---- mesh -------------------------------------------------------------- */
 
+/* Endpoint `to` of the mesh is a worker, or the port (index rt->n). */
+static void set_dirty(ty_worker *w, unsigned to) {
+  if (to < w->rt->n) w->dirty_mask |= 1ull << to;
+  else w->port_dirty = true;
+}
+
+static void wake_endpoint(ty_runtime *rt, unsigned to) {
+  if (to < rt->n) ty__worker_unpark(&rt->workers[to]);
+  else ty__port_wake(rt);
+}
+
 static void mark_dirty(ty_worker *w, unsigned to) {
-  w->dirty_mask |= 1ull << to;
+  set_dirty(w, to);
   if (ty__mesh_staged(&w->rt->mesh, w->id, to) >= PUBLISH_BATCH) {
     ty__mesh_publish(&w->rt->mesh, w->id, to);
     TY_CHAOS();
@@ -66,7 +77,7 @@ static void mark_dirty(ty_worker *w, unsigned to) {
      * peer's park state (a store then a load; docs/architecture.md,
      * "Parking"). */
     atomic_thread_fence(memory_order_seq_cst);
-    ty__worker_unpark(&w->rt->workers[to]);
+    wake_endpoint(w->rt, to);
   }
 }
 
@@ -74,13 +85,16 @@ static void mark_dirty(ty_worker *w, unsigned to) {
  * parked. */
 void ty__publish_all(ty_worker *w) {
   uint64_t mask = w->dirty_mask;
-  if (!mask) return;
+  bool port = w->port_dirty;
+  if (!mask && !port) return;
   w->dirty_mask = 0;
+  w->port_dirty = false;
   uint64_t woke = 0;
   for (uint64_t m = mask; m; m &= m - 1) {
     unsigned to = (unsigned)__builtin_ctzll(m);
     if (ty__mesh_publish(&w->rt->mesh, w->id, to)) woke |= 1ull << to;
   }
+  port = port && ty__mesh_publish(&w->rt->mesh, w->id, w->rt->n);
   TY_CHAOS();
   /* seq_cst fence: orders the tail stores above before the park-state loads
    * in ty__worker_unpark; the parker stores PARKED, fences, then re-reads the
@@ -88,6 +102,7 @@ void ty__publish_all(ty_worker *w) {
   atomic_thread_fence(memory_order_seq_cst);
   for (uint64_t m = woke; m; m &= m - 1)
     ty__worker_unpark(&w->rt->workers[__builtin_ctzll(m)]);
+  if (port) ty__port_wake(w->rt);
 }
 
 bool ty__worker_mesh_push(ty_worker *w, unsigned to, ty__node *n) {
@@ -105,14 +120,14 @@ bool ty__worker_mesh_push(ty_worker *w, unsigned to, ty__node *n) {
 /* Moves what fits of each overflow list into its ring, in order; releases
  * the senders of a list that emptied. */
 void ty__flush_overflow(ty_worker *w) {
-  for (unsigned to = 0; to < w->rt->n; to++) {
+  for (unsigned to = 0; to < w->rt->mesh.n; to++) {
     ty__peer *p = &w->peers[to];
     if (!p->overflow.head) continue;
     while (p->overflow.head &&
            ty__mesh_push(&w->rt->mesh, w->id, to, p->overflow.head)) {
       ty__list_pop(&p->overflow);
       TY__STAT_ADD(w, mesh_sent, 1);
-      w->dirty_mask |= 1ull << to;
+      set_dirty(w, to);
     }
     if (p->overflow.head) continue;
     w->overflowing--;
@@ -142,7 +157,7 @@ bool ty__drain_mesh(ty_worker *w) {
   ty_runtime *rt = w->rt;
   ty__node *buf[MESH_BATCH];
   size_t total = 0;
-  for (unsigned from = 0; from < rt->n; from++) {
+  for (unsigned from = 0; from < rt->mesh.n; from++) { /* the port too */
     if (from == w->id) continue;
     size_t got = ty__mesh_drain(&rt->mesh, w->id, from, buf, MESH_BATCH);
     for (size_t i = 0; i < got; i++) deliver_node(w, buf[i]);

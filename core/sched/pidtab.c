@@ -5,8 +5,9 @@
 
 #include <string.h>
 
-void ty__pidtab_init(ty__pidtab *t) {
+void ty__pidtab_init(ty__pidtab *t, unsigned node) {
   memset(t, 0, sizeof *t);
+  t->node_bits = ty__pid_node_bits(node);
   pthread_mutex_init(&t->free_lock, NULL);
 }
 
@@ -68,7 +69,7 @@ ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot) {
   return &chunk_for(t, s)[s & (TY__PT_CHUNK - 1)];
 }
 
-ty_pid ty__pidtab_claim(ty__pident *e, uint32_t slot) {
+ty_pid ty__pidtab_claim(ty__pidtab *t, ty__pident *e, uint32_t slot) {
   /* relaxed: the slot is ours alone (fresh from the bump counter, or from our
    * own free list, which only we touch). */
   uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
@@ -79,11 +80,13 @@ ty_pid ty__pidtab_claim(ty__pident *e, uint32_t slot) {
   /* release: a sender that acquires this word sees the cleared fields. */
   atomic_store_explicit(&e->word, ty__w_make(gen, TY__S_PENDING, 0),
                         memory_order_release);
-  return ty__pid_make(slot, gen);
+  return ty__pid_make(t->node_bits, slot, gen);
 }
 
 uint64_t ty__pidtab_lookup(ty__pidtab *t, ty_pid pid, ty__pident **ent) {
-  if (pid == 0) return 0;
+  if (pid == 0 || (pid & ~(ty_pid)0 << (TY_PID_SLOT_BITS + TY_PID_GEN_BITS)) !=
+                      t->node_bits)
+    return 0;
   ty__pident *e = ty__pidtab_get(t, ty__pid_slot(pid));
   if (!e) return 0;
   /* acquire: pairs with the release store that made the entry PENDING or

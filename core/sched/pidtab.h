@@ -3,7 +3,7 @@
  *
  * One entry per slot, in chunks allocated on first use (so the table costs
  * memory only for slots ever used). An entry's `word` packs
- *   gen (27 bits) << 32 | state (8) << 24 | home (16) << 8 | lock (1)
+ *   gen (17 bits) << 32 | state (8) << 24 | home (16) << 8 | lock (1)
  * and is the only thing other threads read: a sender checks the generation
  * and the state, then routes to `home`. `actor` is read only by the home
  * worker, after it has seen home == itself in `word` (acquire).
@@ -17,6 +17,9 @@
  * (batches move between them), then a bump counter. Any thread may reuse a
  * FREE slot: its generation was bumped when it was freed, so stale pids keep
  * failing, and the free list's lock orders the free before the reuse.
+ *
+ * The table holds this node's actors only: a pid whose node field is not
+ * `node` (another node's, see ty.h) is never found here.
  */
 #ifndef TY_PIDTAB_H
 #define TY_PIDTAB_H
@@ -43,6 +46,7 @@ typedef struct ty__pident {
 
 typedef struct ty__pidtab {
   _Atomic(ty__pident *) chunks[TY__PT_CHUNKS];
+  uint64_t node_bits; /* this node's id, in place (set before any thread) */
   /* Bumped by any spawning thread (relaxed RMW: only uniqueness matters). */
   alignas(TY_PAD) _Atomic uint32_t next;
   /* Free slots shared by every thread: workers keep a local list and trade
@@ -62,10 +66,14 @@ static inline uint32_t ty__pid_slot(ty_pid p) {
   return (uint32_t)(p & (TY_PID_MAX_SLOTS - 1));
 }
 static inline uint32_t ty__pid_gen(ty_pid p) {
-  return (uint32_t)(p >> TY_PID_SLOT_BITS);
+  return (uint32_t)(p >> TY_PID_SLOT_BITS) & ((1u << TY_PID_GEN_BITS) - 1);
 }
-static inline ty_pid ty__pid_make(uint32_t slot, uint32_t gen) {
-  return ((ty_pid)gen << TY_PID_SLOT_BITS) | slot;
+static inline ty_pid ty__pid_make(uint64_t node_bits, uint32_t slot,
+                                  uint32_t gen) {
+  return node_bits | ((ty_pid)gen << TY_PID_SLOT_BITS) | slot;
+}
+static inline uint64_t ty__pid_node_bits(unsigned node) {
+  return (uint64_t)node << (TY_PID_SLOT_BITS + TY_PID_GEN_BITS);
 }
 
 static inline uint32_t ty__w_gen(uint64_t w) { return (uint32_t)(w >> 32); }
@@ -77,7 +85,7 @@ static inline uint64_t ty__w_make(uint32_t gen, unsigned state, unsigned home) {
          ((uint64_t)home << 8);
 }
 
-void ty__pidtab_init(ty__pidtab *t);
+void ty__pidtab_init(ty__pidtab *t, unsigned node);
 void ty__pidtab_destroy(ty__pidtab *t);
 
 /* The entry of slot, or NULL if its chunk was never allocated. */
@@ -94,10 +102,10 @@ static inline ty__pident *ty__pidtab_get(ty__pidtab *t, uint32_t slot) {
 ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot);
 
 /* Pid of an entry that the caller just took (FREE), now made PENDING. */
-ty_pid ty__pidtab_claim(ty__pident *e, uint32_t slot);
+ty_pid ty__pidtab_claim(ty__pidtab *t, ty__pident *e, uint32_t slot);
 
-/* Looks pid up for a sender. Returns the entry's word if the generation
- * matches, or 0 (no such actor). */
+/* Looks pid up for a sender. Returns the entry's word if the pid is this
+ * node's and the generation matches, or 0 (no such actor). */
 uint64_t ty__pidtab_lookup(ty__pidtab *t, ty_pid pid, ty__pident **ent);
 
 #endif

@@ -51,7 +51,7 @@ static ty_actor *new_request(ty_runtime *rt, ty_worker *w, void *user,
   ty_actor *a = ty__actor_alloc();
   a->type = TY__T_ACTOR;
   a->user = user;
-  a->pid = ty__pidtab_claim(e, slot);
+  a->pid = ty__pidtab_claim(&rt->pids, e, slot);
   if (out) *out = a->pid;
   return a;
 }
@@ -205,11 +205,37 @@ static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
   return true;
 }
 
+/* To the port: a worker stages m in its ring to the port (a full ring keeps
+ * it on the overflow list and makes the sender wait, as between workers);
+ * any other thread goes through the port's inbox. */
+static void send_to_port(ty_runtime *rt, ty_worker *w, ty_msg *m) {
+  if (!w) {
+    ty__inject_push(&rt->port->inbox, &m->node);
+    /* seq_cst fence: push (store) then read the port's park state (load). */
+    atomic_thread_fence(memory_order_seq_cst);
+    ty__port_wake(rt);
+  } else if (!ty__worker_mesh_push(w, rt->n, &m->node)) {
+    ty__worker_note_blocked(w, rt->n);
+  }
+}
+
+int ty_port_send(ty_runtime *rt, ty_msg *m) {
+  if (!rt->port) return -ESRCH;
+  ty_worker *w = worker_of(rt);
+  if (w && w->current) m->from = m->from ? m->from : w->current->pid;
+  send_to_port(rt, w, m);
+  return 0;
+}
+
 int ty_send(ty_runtime *rt, ty_msg *m) {
+  ty_worker *w = worker_of(rt);
+  if (ty_pid_node(m->to) != rt->cfg.node) { /* another node's actor */
+    if (!ty_node_live(rt, ty_pid_node(m->to))) return -ESRCH;
+    return ty_port_send(rt, m);
+  }
   ty__pident *e;
   uint64_t word = ty__pidtab_lookup(&rt->pids, m->to, &e);
   if (!word) return -ESRCH;
-  ty_worker *w = worker_of(rt);
   if (w && w->current) m->from = m->from ? m->from : w->current->pid;
   for (;;) {
     if (ty__w_gen(word) != ty__pid_gen(m->to) ||
@@ -232,6 +258,8 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
 }
 
 bool ty_pid_alive(ty_runtime *rt, ty_pid pid) {
+  if (pid && ty_pid_node(pid) != rt->cfg.node)
+    return ty_node_live(rt, ty_pid_node(pid));
   ty__pident *e;
   return ty__pidtab_lookup(&rt->pids, pid, &e) != 0;
 }

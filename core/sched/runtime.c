@@ -35,7 +35,7 @@ static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 static int check_config(ty_config *c) {
   if (c->workers == 0) c->workers = cpu_count();
-  if (c->workers > TY_MAX_WORKERS) return -EINVAL;
+  if (c->workers > TY_MAX_WORKERS || c->node >= TY_MAX_NODES) return -EINVAL;
   if (!pow2(c->mesh_ring) || !pow2(c->spawnq_cap) ||
       c->spawnq_cap > TY__SPAWNQ_CAP || c->budget == 0)
     return -EINVAL;
@@ -53,7 +53,7 @@ static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
   w->gq_interval = rt->cfg.gq_interval_seed;
   w->rng = 0x9E3779B97F4A7C15ull * (id + 1) ^ ty__now_ns();
   if (!w->rng) w->rng = 1;
-  w->peers = ty__xcalloc(rt->n, sizeof *w->peers);
+  w->peers = ty__xcalloc(rt->mesh.n, sizeof *w->peers);
   w->free_slots = ty__xcalloc(4096, sizeof *w->free_slots);
   w->capfree = 4096;
   ty__spawnq_init(&w->spawnq, rt->cfg.spawnq_cap);
@@ -81,10 +81,13 @@ int ty_runtime_new(const ty_config *cfg, const ty_actor_ops *ops, void *ud,
   rt->ud = ud;
   rt->n = c.workers;
   rt->t0_ns = ty__now_ns();
-  ty__pidtab_init(&rt->pids);
+  ty__pidtab_init(&rt->pids, c.node);
   ty__inject_init(&rt->inject);
   ty__idle_init(&rt->idle, rt->n);
-  if ((err = ty__mesh_init(&rt->mesh, rt->n, c.mesh_ring))) goto fail_mesh;
+  /* The port, when there is one, is the mesh's last endpoint. */
+  if ((err = ty__mesh_init(&rt->mesh, rt->n + (c.port ? 1 : 0), c.mesh_ring)))
+    goto fail_mesh;
+  if (c.port && (err = ty__port_new(rt))) goto fail_port;
   rt->workers = aligned_alloc(TY_PAD, rt->n * sizeof(ty_worker));
   if (!rt->workers) {
     err = -ENOMEM;
@@ -102,6 +105,8 @@ fail_worker:
   }
   free(rt->workers);
 fail_workers:
+  ty__port_free(rt);
+fail_port:
   ty__mesh_destroy(&rt->mesh);
 fail_mesh:
   ty__idle_destroy(&rt->idle);
@@ -183,7 +188,7 @@ void ty__runtime_drain(ty_runtime *rt) {
     ty_worker *w = &rt->workers[i];
     while ((n = ty__spawnq_pop(&w->spawnq)))
       free_chain(rt, (n->next = NULL, n));
-    for (unsigned from = 0; from < rt->n; from++) {
+    for (unsigned from = 0; from < rt->mesh.n; from++) {
       if (from == i) continue;
       ty__node *buf[64];
       size_t got;
@@ -199,6 +204,21 @@ void ty__runtime_drain(ty_runtime *rt) {
       w->peers[from].overflow.head = w->peers[from].overflow.tail = NULL;
     }
     ty__inject_pop_n(&w->inbox, SIZE_MAX, &n);
+    free_chain(rt, n);
+  }
+  if (rt->port) { /* what workers sent the port and it never took */
+    ty__node *buf[64];
+    size_t got;
+    for (unsigned from = 0; from < rt->n; from++) {
+      ty__mesh_publish(&rt->mesh, from, rt->n);
+      while ((got = ty__mesh_drain(&rt->mesh, rt->n, from, buf, 64)))
+        for (size_t k = 0; k < got; k++)
+          free_chain(rt, (buf[k]->next = NULL, buf[k]));
+      ty__peer *p = &rt->workers[from].peers[rt->n];
+      free_chain(rt, p->overflow.head);
+      p->overflow.head = p->overflow.tail = NULL;
+    }
+    ty__inject_pop_n(&rt->port->inbox, SIZE_MAX, &n);
     free_chain(rt, n);
   }
   ty__inject_pop_n(&rt->inject, SIZE_MAX, &n);
@@ -242,6 +262,7 @@ void ty_runtime_free(ty_runtime *rt) {
     ty__wd_destroy(w);
   }
   free(rt->workers);
+  ty__port_free(rt);
   ty__mesh_destroy(&rt->mesh);
   ty__idle_destroy(&rt->idle);
   ty__inject_destroy(&rt->inject);

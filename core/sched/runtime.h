@@ -129,8 +129,9 @@ struct ty_worker {
   uint64_t rng;
   ty__list ready;
   size_t ready_len;
-  ty__peer *peers;      /* [n] */
-  uint64_t dirty_mask;  /* peers with staged mesh entries (n <= 64) */
+  ty__peer *peers;      /* [mesh.n]: every worker, then the port */
+  uint64_t dirty_mask;  /* workers with staged mesh entries (n <= 64) */
+  bool port_dirty;      /* entries staged for the port */
   unsigned overflowing; /* peers with a non-empty overflow list */
   ty__wheel wheel;
   ty__tslots tslots; /* message timers (mtimer.c) */
@@ -156,6 +157,24 @@ struct ty_worker {
   ty__wd wd;
 };
 
+/*
+ * The port (ty.h): the mesh endpoint of the cluster gateway's thread. Its
+ * index in the mesh is rt->n, after the workers. The park fields work as a
+ * worker's (park.c); `live` is written by the port and read by senders.
+ */
+typedef struct ty__port {
+  /* ---- written by the port's thread only ---- */
+  uint64_t dirty_mask; /* workers with entries staged by the port */
+  unsigned next_from;  /* take: the worker ring to look at first */
+  int wake_fd;
+  /* ---- written by other threads ---- */
+  alignas(TY_PAD) _Atomic uint32_t park; /* TY__RUNNING / PARKED / NOTIFIED */
+  alignas(TY_PAD) ty__inject inbox;      /* from threads that are not workers */
+  /* Node liveness (relaxed bytes: a send that raced a change is caught by
+   * the port, which answers for a node that went away). */
+  alignas(TY_PAD) _Atomic uint8_t live[TY_MAX_NODES];
+} ty__port;
+
 struct ty_runtime {
   ty_config cfg;
   ty_actor_ops ops;
@@ -167,6 +186,7 @@ struct ty_runtime {
   ty__inject inject;
   ty__idle idle;
   ty__pidtab pids;
+  ty__port *port; /* NULL without cfg.port */
   /* Set once by stop (seq_cst store; workers poll it relaxed and re-read it
    * after their park fence). */
   alignas(TY_PAD) _Atomic int stopping;
@@ -210,5 +230,10 @@ bool ty__wd_is_stuck(ty_worker *w);
 /* Puts an unstarted, pinned request that cannot run on its worker back
  * elsewhere or cancels it; for the watchdog and a revived worker. */
 void ty__wd_cancel_request(ty_runtime *rt, ty_actor *a);
+/* port.c */
+int ty__port_new(ty_runtime *rt);
+void ty__port_free(ty_runtime *rt);
+/* Any thread: wakes the port if it is parked (after a seq_cst fence). */
+void ty__port_wake(ty_runtime *rt);
 
 #endif

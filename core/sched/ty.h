@@ -36,15 +36,26 @@
 #include "timer.h"
 
 /*
- * A pid names an actor for life: ((gen << TY_PID_SLOT_BITS) | slot). It fits
+ * A pid names an actor for life: (node << 43) | (gen << 26) | slot. It fits
  * in 53 bits so that Lua can hold it as a plain number; a slot reused by a
- * later actor has another generation, so a stale pid never reaches it.
+ * later actor has another generation, so a stale pid never reaches it. The
+ * node is 0 in a runtime outside any cluster; in a cluster it is the id this
+ * incarnation of the node got when it joined (docs/cluster.md), so a pid
+ * names its node, and a pid of a node that restarted names nothing alive.
  */
 typedef uint64_t ty_pid;
 #define TY_PID_SLOT_BITS 26
-#define TY_PID_GEN_BITS 27
+#define TY_PID_GEN_BITS 17
+#define TY_PID_NODE_BITS 10
 #define TY_PID_MAX_SLOTS (1u << TY_PID_SLOT_BITS)
+#define TY_MAX_NODES (1u << TY_PID_NODE_BITS) /* ids 1 .. TY_MAX_NODES - 1 */
 #define TY_MAX_WORKERS 64
+
+/* The node a pid names (0 outside a cluster). */
+static inline unsigned ty_pid_node(ty_pid p) {
+  return (unsigned)(p >> (TY_PID_SLOT_BITS + TY_PID_GEN_BITS)) &
+         (TY_MAX_NODES - 1);
+}
 
 typedef struct ty_runtime ty_runtime;
 typedef struct ty_worker ty_worker;
@@ -164,6 +175,8 @@ typedef struct ty_config {
   uint64_t max_slice_ns;     /* longest resume before the watchdog steps in
                               * (0: no watchdog) */
   uint64_t stop_timeout_ns;  /* how long a stop waits for a worker */
+  unsigned node;             /* this node's id in its cluster, 0: none */
+  bool port;                 /* a port for the cluster gateway (below) */
 } ty_config;
 
 /* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
@@ -222,9 +235,10 @@ void ty_msg_free(ty_msg *m);
 
 /*
  * Sends m to m->to. On success the runtime owns m. Returns -ESRCH when the
- * pid names no live actor that the sender can see (the caller still owns m).
- * A message may still reach nobody if the actor ends while it travels: then
- * ops->undeliverable sees it. Any thread.
+ * pid names no live actor that the sender can see (the caller still owns m):
+ * also a pid of another node when the runtime has no port or that node is
+ * not live (ty_node_set_live). A message may still reach nobody if the actor
+ * ends while it travels: then ops->undeliverable sees it. Any thread.
  */
 int ty_send(ty_runtime *rt, ty_msg *m);
 
@@ -244,7 +258,8 @@ struct ty__io *ty_worker_io(const ty_worker *w);
 void ty_worker_set_data(ty_worker *w, void *data);
 void *ty_worker_data(const ty_worker *w);
 
-/* Is pid alive (not ended)? A hint when the actor is on another worker. */
+/* Is pid alive (not ended)? A hint when the actor is on another worker; for
+ * a pid of another node: is that node live? */
 bool ty_pid_alive(ty_runtime *rt, ty_pid pid);
 /* The actor of pid if it lives on the calling worker, else NULL. */
 ty_actor *ty_actor_local(ty_pid pid);
@@ -268,6 +283,8 @@ int64_t ty_timer_send(ty_actor *owner, ty_msg *m, uint64_t first_ns,
 bool ty_timer_cancel(ty_actor *owner, uint64_t id);
 /* Pending message timers of the calling worker. */
 size_t ty_timer_count(void);
+/* Does pid name an actor of another node? */
+bool ty_pid_remote(const ty_runtime *rt, ty_pid pid);
 
 /* Mailbox access for the actor's own resume. */
 static inline ty_msg *ty_mbox_first(ty_actor *a) { return a->mbox.head; }
@@ -326,5 +343,46 @@ bool ty_worker_is_stuck(ty_runtime *rt, unsigned i);
 void ty_worker_each_actor(ty_worker *w, void (*fn)(ty_actor *a, void *ud),
                           void *ud);
 void ty_worker_stats_get(ty_runtime *rt, unsigned worker, ty_worker_stats *out);
+
+/*
+ * The port: one more endpoint of the mesh, for a thread that is not a worker
+ * (the cluster gateway, core/cluster). A runtime created with cfg.port has
+ * SPSC rings from every worker to the port and back, used exactly like the
+ * rings between workers (docs/architecture.md, "The life of a message"):
+ * ty_send puts a message for a pid of another node into the sender's ring to
+ * the port (a full ring makes the sender wait), and the port hands messages
+ * for local pids to their home workers through its rings. Everything below
+ * is for the port's own thread unless it says otherwise.
+ */
+
+/* The port's eventfd: readable after a worker published for a parked port. */
+int ty_port_fd(ty_runtime *rt);
+/* The park protocol (as a worker's): marks the port parked and returns
+ * true if it may sleep (nothing arrived meanwhile); call ty_port_unpark
+ * after the sleep, or at once when this returns false. */
+bool ty_port_park(ty_runtime *rt);
+void ty_port_unpark(ty_runtime *rt);
+/* Takes up to max messages sent to the port (from each worker in order). */
+size_t ty_port_take(ty_runtime *rt, ty_msg **out, size_t max);
+/*
+ * Where m (for a local pid) goes: TY_PORT_DONE when it was handed over
+ * already (a spawn request not started yet takes it), else the worker whose
+ * ring must carry it (its home; for a dead pid some worker, whose
+ * ops->undeliverable then sees it).
+ */
+#define TY_PORT_DONE (~0u)
+unsigned ty_port_route(ty_runtime *rt, ty_msg *m);
+/* Stages m in the ring to `worker`; false (m not taken) when it is full. The
+ * caller keeps per-worker order: nothing newer for that worker goes first. */
+bool ty_port_push(ty_runtime *rt, unsigned worker, ty_msg *m);
+/* Publishes what was pushed and wakes the workers that sleep. */
+void ty_port_publish(ty_runtime *rt);
+/* Node liveness, written by the port and read by every sender: a send to a
+ * pid of a node that is not live fails at once (-ESRCH). Any thread. */
+void ty_node_set_live(ty_runtime *rt, unsigned node, bool live);
+bool ty_node_live(const ty_runtime *rt, unsigned node);
+/* From any thread: sends m to the port itself, whatever m->to says (a
+ * request for the gateway). -ESRCH without a port. */
+int ty_port_send(ty_runtime *rt, ty_msg *m);
 
 #endif

@@ -374,7 +374,7 @@ static void *worker_main(void *arg) {
     }
   }
   w->ready_len = 0;
-  for (unsigned i = 0; i < rt->n; i++)
+  for (unsigned i = 0; i < rt->mesh.n; i++)
     w->peers[i].blocked.head = w->peers[i].blocked.tail = NULL;
   destroy_started(w);
   ty__mtimer_free_table(w); /* every owner is gone, with its timers */

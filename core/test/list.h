@@ -38,6 +38,8 @@
   X(mtimer_owner_ends, 30)                                                     \
   X(mtimer_ownership, 30)                                                      \
   X(mtimer_storm, 120)                                                         \
+  X(port_stress, 300)                                                          \
+  X(port_leftovers, 30)                                                        \
   TY_TEST_LIST_IO(X)                                                           \
   TY_TEST_LIST_POOL(X)
 

@@ -1,0 +1,181 @@
+/*
+ * gw.h - the gateway's state and what its files share (gw.c: thread, loop,
+ * connection; gw_route.c: the wire; gw_peers.c: other nodes; gw_watch.c:
+ * monitors, links and calls across nodes). Everything here belongs to the
+ * gateway thread, except the event-loop adapter's fields under evl_mu,
+ * which nats.c's own threads touch too (docs/cluster.md, "Threads").
+ */
+#ifndef LC_GW_H
+#define LC_GW_H
+
+#include "cluster.h"
+
+#define LC_BEAT_NS (100 * 1000000ull)    /* heartbeat period */
+#define LC_DOWN_NS (500 * 1000000ull)    /* silence that makes a node down */
+#define LC_CUTOFF_NS (3000 * 1000000ull) /* our own outage that downs all */
+#define LC_GRACE_NS (1000 * 1000000ull)  /* after our reconnect */
+#define LC_PING_NS (1000 * 1000000ull)   /* rtt probe period per node */
+#define LC_TICK_NS (25 * 1000000ull)     /* liveness checks */
+#define LC_SVC_LINGER_NS (2000 * 1000000ull) /* a service's last member left */
+
+/* Wire kinds that the gateways exchange among themselves (never actors'). */
+enum {
+  LC_W_SVC_ACK = 0x90, /* a node took a service call: to = caller, ref */
+  LC_W_PING,           /* data: u64 send time */
+  LC_W_PONG,           /* data: the ping's time, echoed */
+  LC_W_BARRIER,        /* to ourselves: everything before it left */
+  LC_W_SVC_REQ,        /* send me your service list */
+  LC_W_SVC_LIST,       /* aux: version; data: names, '\n' after each */
+};
+
+/* Another node (one incarnation: ids are never reused by a restart). */
+typedef struct lc_peer {
+  unsigned id;
+  char name[72];
+  char subject[200]; /* its data subject */
+  uint64_t nonce;
+  bool up;        /* NODEUP sent (and not NODEDOWN since) */
+  bool beating;   /* a heartbeat came since it was (re)discovered */
+  bool svc_known; /* its service list matches svc_ver */
+  bool has_list;  /* a service list came (version list_ver) */
+  uint32_t list_ver;
+  uint32_t epoch;   /* its reconnections, from its heartbeats */
+  uint32_t svc_ver; /* from its heartbeats */
+  uint64_t last_ns; /* last heartbeat (or first contact) */
+  uint64_t seq_out; /* messages sent to it */
+  uint64_t seq_in;  /* next expected from it (0: none seen yet) */
+  uint64_t ping_ns; /* next rtt probe */
+  uint64_t req_ns;  /* when we last asked for its service list */
+  double rtt;       /* seconds, 0 until measured */
+  ty__buf out;      /* the frame being filled for it this turn */
+  uint32_t out_n;   /* records in out */
+  lc_map watches;   /* (local | kind << 60, remote) -> - */
+} lc_peer;
+
+/* A service this node subscribes to. */
+typedef struct lc_sub {
+  uint64_t id;
+  natsSubscription *sub;
+  uint64_t empty_since; /* its last member left at (0: has members) */
+} lc_sub;
+
+typedef struct lc_gw {
+  ty_runtime *rt;
+  natsConnection *nc;
+  natsSubscription *data, *beats, *ann;
+  natsStatistics *stats;
+  pthread_t thread;
+  _Atomic bool stop; /* seq_cst store by stop; the loop polls it */
+  int epfd;
+  /* The event-loop adapter: nats.c calls it from its threads too. */
+  pthread_mutex_t evl_mu;
+  int evl_fd;
+  bool evl_rd, evl_wr;
+  char prefix[96]; /* "tycho.<cluster>." */
+  char self_subj[200];
+  /* Peers by node id. */
+  lc_peer *peers[TY_MAX_NODES];
+  /* Local services subscribed to. */
+  lc_sub *subs;
+  size_t nsubs, capsubs;
+  uint32_t svc_ver;
+  /* Node monitors: (pid, node name) pairs. */
+  struct lc_nodewatch {
+    ty_pid pid;
+    char name[72];
+  } * nodewatch;
+  size_t nnodewatch, capnodewatch;
+  /* Calls in flight to other nodes: (caller, 0) -> (ref, node | flags). */
+  lc_map calls;
+  /* Toward the workers: what their full rings could not take yet. */
+  ty_msg *ov_head[TY_MAX_WORKERS], *ov_tail[TY_MAX_WORKERS];
+  size_t ov_bytes, backlog;
+  /* Join requests waiting for the barrier: (caller, ref) pairs. */
+  struct lc_waiter {
+    ty_pid pid;
+    uint64_t ref, mark;
+  } * waiters;
+  size_t nwaiters, capwaiters;
+  uint64_t marks;     /* barriers sent */
+  uint64_t mark_seen; /* the last one back */
+  /* Our own connection. */
+  uint32_t epoch;       /* reconnections so far */
+  uint64_t down_since;  /* 0: connected */
+  bool cut_off;         /* down long enough that every node is down */
+  uint64_t grace_until; /* after a reconnect: no silence verdicts */
+  uint64_t next_beat, next_tick, next_sweep;
+  int max_payload;
+  ty__buf scratch;
+} lc_gw;
+
+extern lc_gw *lc_g;
+
+/* gw.c */
+/* Publishes on subject; counts a failure as a drop and returns false. */
+bool lc_gw_publish(lc_gw *g, const char *subject, const void *data, int len);
+
+/* gw_route.c */
+/* Appends a record (seq 0) to the frame in b, starting it if b is empty. */
+void lc_put_record(ty__buf *b, uint32_t kind, ty_pid to, ty_pid from,
+                   uint64_t ref, uint64_t aux, const void *data, size_t len);
+/* Messages workers sent to the port: to other nodes, services, requests. */
+void lc_route_out(lc_gw *g, ty_msg *m);
+/* Publishes the frames filled this turn. */
+void lc_route_flush(lc_gw *g);
+/* A NATS message on our data subject (svc = 0) or a service's. */
+void lc_route_in(lc_gw *g, const char *data, size_t len, uint64_t svc);
+/* Hands m to its local receiver (bounded backlog when rings are full). */
+void lc_deliver(lc_gw *g, ty_msg *m);
+/* Moves the backlog into the rings that have room; true if some is left. */
+bool lc_deliver_flush(lc_gw *g);
+/* A wire message from the gateway itself to a node. */
+void lc_send_ctl(lc_gw *g, lc_peer *p, uint32_t kind, ty_pid to, uint64_t ref,
+                 uint64_t aux, const void *data, size_t len);
+/* Requests from workers (LC_REQ_*). */
+void lc_request(lc_gw *g, ty_msg *m);
+
+/* gw_peers.c */
+lc_peer *lc_peer_of(lc_gw *g, unsigned id); /* a stub on first contact */
+/* A stub learns its name (from a frame's prefix or a heartbeat). */
+void lc_peer_named(lc_gw *g, lc_peer *p, const char *name, size_t len);
+void lc_peers_beat(lc_gw *g, bool bye);
+void lc_peers_on_beat(lc_gw *g, const char *data, size_t len);
+void lc_peers_on_svc_list(lc_gw *g, lc_peer *p, uint32_t ver, const char *data,
+                          size_t len);
+/* Every tick: silences, our own connection, rtt probes. */
+void lc_peers_tick(lc_gw *g, uint64_t now);
+void lc_peer_down(lc_gw *g, lc_peer *p);
+void lc_nodes_publish(lc_gw *g); /* the snapshot tycho.nodes() reads */
+void lc_node_monitor(lc_gw *g, ty_pid pid, const char *name, bool on);
+void lc_peers_free(lc_gw *g);
+
+/* gw_svc.c */
+void lc_announce(lc_gw *g);                /* our services, to every node */
+void lc_announce_to(lc_gw *g, lc_peer *p); /* ... to one that asked */
+void lc_barrier_back(lc_gw *g, uint64_t mark);
+void lc_svc_tick(lc_gw *g, uint64_t now); /* services left empty */
+void lc_subs_free(lc_gw *g);
+
+/* gw_watch.c */
+enum { LC_WATCH_MONITOR = 1, LC_WATCH_LINK = 2 };
+void lc_watch_add(lc_peer *p, int kind, ty_pid local, ty_pid remote);
+void lc_watch_del(lc_peer *p, int kind, ty_pid local, ty_pid remote);
+void lc_call_start(lc_gw *g, ty_pid caller, uint64_t ref, unsigned node);
+void lc_call_ack(lc_gw *g, ty_pid caller, uint64_t ref, unsigned node);
+void lc_call_end(lc_gw *g, ty_pid caller, uint64_t ref);
+/* The connection to p was lost (it went down, or messages may be lost):
+ * monitors get DOWN, links EXIT, callers "noconnection". */
+void lc_watch_lost(lc_gw *g, lc_peer *p, bool node_down);
+/* Service calls not yet taken by any node when a node went down. */
+void lc_calls_tick(lc_gw *g, uint64_t now);
+/* Forgets what dead local actors left behind. */
+void lc_watch_sweep(lc_gw *g);
+/* A message for a local actor that the gateway makes up. */
+void lc_send_local(lc_gw *g, ty_pid to, ty_pid from, uint32_t kind,
+                   uint64_t ref, uint64_t aux, const void *data, size_t len);
+/* (tag [, num] [, s1] [, s2]) as codec values to a local actor: ("DOWN",
+ * pid, reason), ("NODEUP", name), ("NODEDOWN", name, reason). */
+void lc_send_values(lc_gw *g, ty_pid to, ty_pid from, const char *tag,
+                    const double *num, const char *s1, const char *s2);
+
+#endif

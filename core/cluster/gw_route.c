@@ -1,0 +1,408 @@
+/*
+ * gw_route.c - the wire, and the gateway's traffic with the port.
+ *
+ * A NATS message between gateways is a frame: a prefix ("TY", version 1,
+ * the length of the sender's node name, the sender's node id as u32, the
+ * name), then records, each a 48-byte little-endian header and the
+ * message's codec bytes (docs/cluster.md, "Wire"):
+ *
+ *   u32 len  u32 kind  u64 to  u64 from  u64 ref  u64 aux  u64 seq
+ *
+ * The records of one turn for one node go out in one frame: nats.c and the
+ * server then pay per frame, not per actor message. `seq` numbers every
+ * record a gateway sends to one node (0 for services and announcements),
+ * so that the receiver sees a gap where messages were lost, counts it and
+ * treats it as a lost connection (gw_watch.c).
+ *
+ * Out: the port hands over messages for other nodes' pids, for services
+ * (to = 0, aux = the service id) and requests for the gateway itself. In:
+ * records go to local pids through the port's rings; when a ring is full
+ * they wait in a per-worker list, bounded in bytes (lc_gw.backlog); past
+ * it they are dropped and counted (a call is answered "busy").
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "gw.h"
+
+#define HDR 48
+#define PREFIX_FIXED 8
+#define PREFIX (PREFIX_FIXED + strlen(lc_sh.name)) /* of our own frames */
+#define FRAME_MAX (256 * 1024) /* a frame is sent once it reaches this */
+
+typedef struct rec {
+  uint32_t len, kind;
+  uint64_t to, from, ref, aux, seq;
+  const char *data;
+} rec;
+
+static void put64(char *p, uint64_t v) {
+  v = htole64(v);
+  memcpy(p, &v, 8);
+}
+
+static uint64_t get64(const char *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return le64toh(v);
+}
+
+static void put32(char *p, uint32_t v) {
+  v = htole32(v);
+  memcpy(p, &v, 4);
+}
+
+static uint32_t get32(const char *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return le32toh(v);
+}
+
+/* The prefix names the sender, so that a node that has not heard our
+ * heartbeat yet can still answer us. */
+static void frame_start(ty__buf *b) {
+  if (b->len) return;
+  char fixed[PREFIX_FIXED] = {'T', 'Y', 1, (char)strlen(lc_sh.name)};
+  put32(fixed + 4, lc_sh.id);
+  if (ty__buf_append(b, fixed, PREFIX_FIXED) ||
+      ty__buf_append(b, lc_sh.name, strlen(lc_sh.name)))
+    ty__die("out of memory");
+}
+
+static void put_rec(ty__buf *b, const rec *r) {
+  frame_start(b);
+  if (ty__buf_reserve(b, HDR + r->len)) ty__die("out of memory");
+  char *p = b->data + b->len;
+  put32(p, r->len);
+  put32(p + 4, r->kind);
+  put64(p + 8, r->to);
+  put64(p + 16, r->from);
+  put64(p + 24, r->ref);
+  put64(p + 32, r->aux);
+  put64(p + 40, r->seq);
+  if (r->len) memcpy(p + HDR, r->data, r->len);
+  b->len += HDR + r->len;
+}
+
+void lc_put_record(ty__buf *b, uint32_t kind, ty_pid to, ty_pid from,
+                   uint64_t ref, uint64_t aux, const void *data, size_t len) {
+  rec r = {(uint32_t)len, kind, to, from, ref, aux, 0, data};
+  put_rec(b, &r);
+}
+
+/* ---- a message that cannot reach its node ------------------------------- */
+
+/* What the sender would have heard had the node been there to answer: a
+ * call fails with `token`, a monitor fires, a link breaks; the rest is a
+ * drop, counted. */
+static void bounce(lc_gw *g, uint32_t kind, ty_pid to, ty_pid from,
+                   uint64_t ref, const char *token) {
+  if (kind >= LC_W_SVC_ACK && kind <= LC_W_SVC_LIST) return; /* our own */
+  if (ty_pid_remote(g->rt, from)) return; /* not one of ours */
+  lc_count(&lc_sh.drops, 1);
+  size_t tl = strlen(token);
+  switch (kind) {
+  case LT_CALL:
+    lc_send_local(g, from, to, LT_REPLY_ERR, ref, 0, token, tl);
+    break;
+  case LT_SIG_MONITOR: {
+    double pid = (double)to;
+    lc_send_values(g, from, to, "DOWN", &pid, token, NULL);
+    break;
+  }
+  case LT_SIG_LINK:
+    lc_send_local(g, from, to, LT_SIG_EXIT, 0, 0, token, tl);
+    break;
+  }
+}
+
+/* Every record of a frame that could not be published. */
+static void bounce_frame(lc_gw *g, const ty__buf *b) {
+  for (size_t off = PREFIX; off + HDR <= b->len;) {
+    const char *p = b->data + off;
+    uint32_t len = get32(p);
+    bounce(g, get32(p + 4), get64(p + 8), get64(p + 16), get64(p + 24),
+           "noconnection");
+    off += HDR + len;
+  }
+}
+
+static bool publish_frame(lc_gw *g, const char *subject, ty__buf *b,
+                          uint32_t records) {
+  if (!b->len) return true;
+  bool ok = lc_gw_publish(g, subject, b->data, (int)b->len);
+  if (ok) {
+    lc_count(&lc_sh.msgs_out, records);
+    lc_count(&lc_sh.bytes_out, b->len);
+  } else {
+    bounce_frame(g, b);
+  }
+  ty__buf_reset(b);
+  return ok;
+}
+
+static void flush_peer(lc_gw *g, lc_peer *p) {
+  /* A frame that could not go out holds the newest numbers: take them
+   * back, so that the receiver sees no gap for what we counted here. */
+  if (!publish_frame(g, p->subject, &p->out, p->out_n)) p->seq_out -= p->out_n;
+  p->out_n = 0;
+}
+
+/* Queues r for p (in order with everything else for p this turn). */
+static void to_peer(lc_gw *g, lc_peer *p, rec *r) {
+  size_t max = g->max_payload < FRAME_MAX ? (size_t)g->max_payload : FRAME_MAX;
+  if (PREFIX + HDR + (size_t)r->len > (size_t)g->max_payload) {
+    bounce(g, r->kind, r->to, r->from, r->ref, "noconnection");
+    return;
+  }
+  if (p->out.len + HDR + r->len > max) flush_peer(g, p);
+  r->seq = ++p->seq_out;
+  put_rec(&p->out, r);
+  p->out_n++;
+}
+
+void lc_route_flush(lc_gw *g) {
+  for (unsigned i = 1; i < TY_MAX_NODES; i++)
+    if (g->peers[i] && g->peers[i]->out.len) flush_peer(g, g->peers[i]);
+}
+
+void lc_send_ctl(lc_gw *g, lc_peer *p, uint32_t kind, ty_pid to, uint64_t ref,
+                 uint64_t aux, const void *data, size_t len) {
+  rec r = {(uint32_t)len, kind, to, lc_node_pid(lc_sh.id), ref, aux, 0, data};
+  if (p) {
+    to_peer(g, p, &r);
+    return;
+  }
+  ty__buf *b = &g->scratch; /* to ourselves, at once */
+  ty__buf_reset(b);
+  put_rec(b, &r);
+  publish_frame(g, g->self_subj, b, 1);
+}
+
+/* An error reply to a caller on any node. */
+static void reply_err(lc_gw *g, ty_pid caller, uint64_t ref,
+                      const char *token) {
+  if (!ty_pid_remote(g->rt, caller)) {
+    lc_send_local(g, caller, 0, LT_REPLY_ERR, ref, 0, token, strlen(token));
+    return;
+  }
+  lc_peer *p = g->peers[ty_pid_node(caller)];
+  if (p) lc_send_ctl(g, p, LT_REPLY_ERR, caller, ref, 0, token, strlen(token));
+}
+
+/* ---- out: from the port ------------------------------------------------- */
+
+/* What crossing the wire means for monitors, links and calls. */
+static void note_out(lc_gw *g, lc_peer *p, const ty_msg *m) {
+  switch (m->kind) {
+  case LT_CALL: lc_call_start(g, m->from, m->ref, p->id); break;
+  case LT_SIG_MONITOR: lc_watch_add(p, LC_WATCH_MONITOR, m->from, m->to); break;
+  case LT_SIG_LINK: lc_watch_add(p, LC_WATCH_LINK, m->from, m->to); break;
+  case LT_SIG_UNLINK:
+  case LT_SIG_EXIT: lc_watch_del(p, LC_WATCH_LINK, m->from, m->to); break;
+  }
+}
+
+static void service_out(lc_gw *g, ty_msg *m) {
+  const char *name = lc_svc_name(m->aux);
+  if (!name) return;
+  char subject[256];
+  snprintf(subject, sizeof subject, "%ssvc.%s", g->prefix, name);
+  if (m->kind == LT_CALL) lc_call_start(g, m->from, m->ref, 0);
+  rec r = {m->len, m->kind, 0, m->from, m->ref, 0, 0, m->data};
+  ty__buf *b = &g->scratch;
+  ty__buf_reset(b);
+  put_rec(b, &r);
+  publish_frame(g, subject, b, 1);
+}
+
+void lc_route_out(lc_gw *g, ty_msg *m) {
+  if (!m->from) m->from = lc_node_pid(lc_sh.id);
+  if (m->to == 0) {
+    if (m->kind >= LC_REQ_MONITOR_NODE && m->kind <= LC_REQ_LEAVE)
+      lc_request(g, m);
+    else if (m->aux) service_out(g, m);
+    ty_msg_free(m);
+    return;
+  }
+  unsigned node = ty_pid_node(m->to);
+  lc_peer *p = g->peers[node];
+  if (!p || !ty_node_live(g->rt, node)) {
+    bounce(g, m->kind, m->to, m->from, m->ref, "noconnection");
+  } else {
+    note_out(g, p, m);
+    rec r = {m->len, m->kind, m->to, m->from, m->ref, m->aux, 0, m->data};
+    to_peer(g, p, &r);
+  }
+  ty_msg_free(m);
+}
+
+/* ---- in: toward the workers -------------------------------------------- */
+
+void lc_deliver(lc_gw *g, ty_msg *m) {
+  unsigned w = ty_port_route(g->rt, m);
+  if (w == TY_PORT_DONE) return;
+  if (!g->ov_head[w] && ty_port_push(g->rt, w, m)) return;
+  size_t size = sizeof *m + m->len;
+  if (g->ov_bytes + size > g->backlog) {
+    /* The workers are behind by more than the backlog: the message is
+     * lost, and says so. */
+    lc_count(&lc_sh.drops, 1);
+    lc_count(&lc_sh.slow_consumers, 1);
+    if (m->kind == LT_CALL) reply_err(g, m->from, m->ref, "busy");
+    ty_msg_free(m);
+    return;
+  }
+  m->node.next = NULL;
+  if (g->ov_tail[w]) g->ov_tail[w]->node.next = &m->node;
+  else g->ov_head[w] = m;
+  g->ov_tail[w] = m;
+  g->ov_bytes += size;
+}
+
+bool lc_deliver_flush(lc_gw *g) {
+  bool left = false;
+  unsigned n = ty_runtime_workers(g->rt);
+  for (unsigned w = 0; w < n; w++) {
+    ty_msg *m;
+    while ((m = g->ov_head[w]) && ty_port_push(g->rt, w, m)) {
+      g->ov_head[w] = (ty_msg *)m->node.next;
+      if (!g->ov_head[w]) g->ov_tail[w] = NULL;
+      g->ov_bytes -= sizeof *m + m->len;
+    }
+    left |= g->ov_head[w] != NULL;
+  }
+  ty_port_publish(g->rt);
+  return left;
+}
+
+/* What arriving means for monitors, links and calls. False: the message is
+ * stale (a DOWN for a monitor that a lost connection already fired). */
+static bool note_in(lc_gw *g, lc_peer *p, const rec *r) {
+  switch (r->kind) {
+  case LT_REPLY:
+  case LT_REPLY_ERR: lc_call_end(g, r->to, r->ref); break;
+  case LT_SIG_LINK: lc_watch_add(p, LC_WATCH_LINK, r->to, r->from); break;
+  case LT_SIG_UNLINK:
+  case LT_SIG_EXIT: lc_watch_del(p, LC_WATCH_LINK, r->to, r->from); break;
+  case LT_MSG:
+    if (r->aux & LT_AUX_DOWN) {
+      lc_slot *s = lc_map_get(&p->watches,
+                              (lc_key){r->to | (uint64_t)LC_WATCH_MONITOR << 60,
+                                       r->from});
+      if (!s) return false;
+      lc_map_del_slot(&p->watches, s);
+    }
+    break;
+  }
+  return true;
+}
+
+/* A record for a gateway, not an actor. */
+static void gateway_rec(lc_gw *g, lc_peer *p, const rec *r) {
+  switch (r->kind) {
+  case LC_W_SVC_ACK: lc_call_ack(g, r->to, r->ref, p->id); break;
+  case LC_W_PING:
+    lc_send_ctl(g, p, LC_W_PONG, r->from, 0, r->aux, NULL, 0);
+    break;
+  case LC_W_PONG: {
+    double rtt = (double)(lc_now_ns() - r->aux) * 1e-9;
+    p->rtt = p->rtt ? 0.7 * p->rtt + 0.3 * rtt : rtt;
+    break;
+  }
+  case LC_W_SVC_REQ: lc_announce_to(g, p); break;
+  case LC_W_SVC_LIST:
+    lc_peers_on_svc_list(g, p, (uint32_t)r->aux, r->data, r->len);
+    break;
+  }
+}
+
+/* A service call or message: to a local member, or back as "noproc". */
+static bool to_member(lc_gw *g, lc_peer *p, rec *r, uint64_t svc) {
+  r->to = lc_svc_local(svc, 0);
+  if (r->to) {
+    if (r->kind == LT_CALL && p)
+      lc_send_ctl(g, p, LC_W_SVC_ACK, r->from, r->ref, 0, NULL, 0);
+    return true;
+  }
+  if (r->kind == LT_CALL) reply_err(g, r->from, r->ref, "noproc");
+  else lc_count(&lc_sh.drops, 1);
+  return false;
+}
+
+/* Sequence check for records sent to this node: a gap is lost messages. */
+static void check_seq(lc_gw *g, lc_peer *p, uint64_t seq) {
+  if (!seq) return;
+  if (p->seq_in && seq > p->seq_in) {
+    lc_count(&lc_sh.lost, seq - p->seq_in);
+    lc_count(&lc_sh.drops, seq - p->seq_in);
+    lc_watch_lost(g, p, false);
+  }
+  if (seq >= p->seq_in) p->seq_in = seq + 1;
+}
+
+/* A record from this node itself: a barrier coming back, or a service call
+ * the queue group gave back to us (our subscription outlives the last
+ * member a little). */
+static void own_record(lc_gw *g, rec *r, uint64_t svc) {
+  if (r->kind == LC_W_BARRIER) {
+    lc_barrier_back(g, r->aux);
+    return;
+  }
+  if (!svc || !to_member(g, NULL, r, svc)) return;
+  if (r->kind == LT_CALL) lc_call_end(g, r->from, r->ref);
+  ty_msg *m = ty_msg_new(r->len);
+  if (r->len) memcpy(m->data, r->data, r->len);
+  m->kind = r->kind;
+  m->to = r->to;
+  m->from = r->from;
+  m->ref = r->ref;
+  lc_deliver(g, m);
+}
+
+static void record_in(lc_gw *g, lc_peer *p, rec *r, uint64_t svc) {
+  if (!p) {
+    own_record(g, r, svc);
+    return;
+  }
+  check_seq(g, p, r->seq);
+  if (r->kind >= LC_W_SVC_ACK && r->kind <= LC_W_SVC_LIST) {
+    gateway_rec(g, p, r);
+    return;
+  }
+  if (svc && !to_member(g, p, r, svc)) return;
+  if (ty_pid_remote(g->rt, r->to) || !note_in(g, p, r)) return;
+  ty_msg *m = ty_msg_new(r->len);
+  if (r->len) memcpy(m->data, r->data, r->len);
+  m->kind = r->kind;
+  m->to = r->to;
+  m->from = r->from;
+  m->ref = r->ref;
+  m->aux = r->aux;
+  if (!ty_pid_alive(g->rt, m->to)) m->aux |= LT_AUX_NOPROC;
+  lc_deliver(g, m);
+}
+
+void lc_route_in(lc_gw *g, const char *data, size_t len, uint64_t svc) {
+  size_t nl = len >= PREFIX_FIXED ? (uint8_t)data[3] : 0;
+  if (len < PREFIX_FIXED + nl || memcmp(data, "TY\1", 3) != 0) {
+    lc_count(&lc_sh.drops, 1); /* not ours: counted, never delivered */
+    return;
+  }
+  lc_count(&lc_sh.bytes_in, len);
+  unsigned node = get32(data + 4);
+  lc_peer *p = NULL;
+  if (node != lc_sh.id) {
+    if (!(p = lc_peer_of(g, node))) return;
+    if (!p->name[0]) lc_peer_named(g, p, data + PREFIX_FIXED, nl);
+  }
+  for (size_t off = PREFIX_FIXED + nl; off + HDR <= len;) {
+    const char *h = data + off;
+    rec r = {get32(h),      get32(h + 4),  get64(h + 8),  get64(h + 16),
+             get64(h + 24), get64(h + 32), get64(h + 40), h + HDR};
+    if (r.len > len - off - HDR) break; /* truncated */
+    off += HDR + r.len;
+    lc_count(&lc_sh.msgs_in, 1);
+    record_in(g, p, &r, svc);
+  }
+}

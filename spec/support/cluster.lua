@@ -1,0 +1,187 @@
+-- Helpers for the cluster specs: real nats-servers from Debian on free
+-- ports of 127.0.0.1 (one, or three routed into a NATS cluster), and tycho
+-- nodes as launcher processes running an agent (spec/fixtures/
+-- cluster_agent.lua) that the spec, itself a node, drives with calls.
+-- Every process started here is stopped by its pid.
+local socket = require "socket"
+local H = require "support.helper"
+
+local C = {}
+
+local function sh(cmd) return H.sh(cmd) end
+
+function C.available()
+  return os.execute("command -v nats-server >/dev/null 2>&1") == 0
+end
+
+-- A TCP port that was free a moment ago.
+function C.free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
+local function tmpdir()
+  local p = os.tmpname()
+  os.remove(p)
+  assert(os.execute("mkdir -p " .. H.quote(p)) == 0)
+  return p
+end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+C.slurp = slurp
+
+local function now()
+  return socket.gettime()
+end
+
+-- Waits until fn() is true (polling), at most `timeout` seconds.
+function C.wait(fn, timeout, what)
+  local t0 = now()
+  while not fn() do
+    if now() - t0 > timeout then error("timed out waiting for " .. (what or "it"), 2) end
+    socket.sleep(0.02)
+  end
+end
+
+-- Starts `cmd` in the background, its output in `log`; returns its pid.
+local function spawn(cmd, log)
+  local rc, out = sh(("%s >%s 2>&1 & echo $!"):format(cmd, H.quote(log)))
+  assert(rc == 0, "cannot start: " .. cmd)
+  return assert(tonumber(out:match("%d+")), "no pid for: " .. cmd)
+end
+
+-- Alive, and not a zombie waiting for init (whose reaping may take a
+-- while here): read from /proc, no fork.
+local function alive(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local stat = f:read("*l") or ""
+  f:close()
+  local state = stat:match("%) (%a)")
+  return state ~= nil and state ~= "Z" and state ~= "X"
+end
+C.alive = alive
+
+local function kill(pid, sig)
+  os.execute(("kill -%s %d 2>/dev/null"):format(sig or "TERM", pid))
+end
+
+-- Stops a process by pid: TERM, then KILL after `grace` seconds.
+local function stop_pid(pid, grace)
+  kill(pid, "TERM")
+  local t0 = now()
+  while alive(pid) and now() - t0 < (grace or 3) do socket.sleep(0.02) end
+  if alive(pid) then kill(pid, "KILL") end
+end
+
+-- ---- nats-server ----------------------------------------------------------
+
+-- One server: {port=, url=, pid=, dir=, log=}. opts.port reuses a port (a
+-- restart), opts.dir its JetStream store.
+function C.nats_start(opts)
+  opts = opts or {}
+  local srv = { port = opts.port or C.free_port(), dir = opts.dir or tmpdir() }
+  srv.url = "nats://127.0.0.1:" .. srv.port
+  srv.log = srv.dir .. "/server.log"
+  local extra = opts.args or ""
+  srv.pid = spawn(("exec nats-server -a 127.0.0.1 -p %d -js -sd %s %s")
+    :format(srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
+  local what = opts.ready or "Server is ready"
+  C.wait(function() return slurp(srv.log):find(what, 1, true) end, 10,
+    "nats-server on port " .. srv.port .. ": " .. slurp(srv.log))
+  return srv
+end
+
+function C.nats_stop(srv, keep)
+  if srv.pid then stop_pid(srv.pid) end
+  srv.pid = nil
+  if os.getenv("KEEPLOG") then io.stderr:write("SERVER LOG ", srv.log, "\n") return end
+  if not keep then os.execute("rm -rf " .. H.quote(srv.dir)) end
+end
+
+-- Three servers routed into one NATS cluster, JetStream meta leader elected.
+function C.nats_cluster()
+  local ports, routes = {}, {}
+  for i = 1, 3 do
+    ports[i] = { client = C.free_port(), route = C.free_port() }
+    routes[i] = "nats://127.0.0.1:" .. ports[i].route
+  end
+  local servers = {}
+  for i = 1, 3 do
+    servers[i] = C.nats_start {
+      port = ports[i].client,
+      args = ("-n s%d --cluster_name tycho_spec --cluster nats://127.0.0.1:%d --routes %s")
+        :format(i, ports[i].route, table.concat(routes, ",")),
+      ready = "Server is ready",
+    }
+  end
+  C.wait(function()
+    for i = 1, 3 do
+      if slurp(servers[i].log):find("JetStream cluster new metadata leader", 1, true)
+        or slurp(servers[i].log):find("Self is new JetStream cluster metadata leader", 1, true)
+      then return true end
+    end
+  end, 15, "a JetStream meta leader")
+  return servers
+end
+
+-- ---- tycho nodes ------------------------------------------------------------
+
+local ROOT = H.repo_root()
+C.agent = ROOT .. "/spec/fixtures/cluster_agent.lua"
+
+-- Starts `tycho --node name --nats url script args...`; returns {pid=, log=}.
+function C.node_start(name, url, opts)
+  opts = opts or {}
+  local dir = tmpdir()
+  local node = { name = name, log = dir .. "/out", dir = dir }
+  local script = opts.script or C.agent
+  local cmd = "cd %s && exec env %s build/bin/tycho --workers %d --node %s --nats %s %s %s %s"
+  node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", opts.workers or 2, name, url,
+      opts.cluster and ("--cluster " .. opts.cluster) or "", H.quote(script),
+      opts.args or ""), node.log)
+  if opts.wait ~= false then
+    C.wait(function()
+      local out = slurp(node.log)
+      if not alive(node.pid) then error("node " .. name .. " ended: " .. out, 0) end
+      return out:find("READY " .. name, 1, true)
+    end, 15, "node " .. name)
+  end
+  return node
+end
+
+function C.node_output(node) return slurp(node.log) end
+
+function C.node_stop(node)
+  if node.pid then stop_pid(node.pid, 5) end
+  node.pid = nil
+  if os.getenv("KEEPLOG") then io.stderr:write(slurp(node.log)) end
+  os.execute("rm -rf " .. H.quote(node.dir))
+end
+
+function C.node_kill(node)
+  kill(node.pid, "KILL")
+  while alive(node.pid) do socket.sleep(0.005) end
+  node.pid = nil
+end
+
+-- Runs main(...) as the spec's own node `name` of the cluster at url;
+-- resets the cluster settings afterwards so that later specs run alone.
+function C.run_node(name, url, main, ...)
+  local tycho = require "tycho"
+  tycho.config { node = name, nats = url }
+  local res = { pcall(tycho.run, main, ...) }
+  tycho.config { node = false, nats = false, cluster = false }
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+return C
