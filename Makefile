@@ -117,6 +117,11 @@ $(BUILD)/bin/tycho: $(BUILD)/core/cmd/main.o $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/l
 $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 	$(CC) $(CFLAGS_ALL) -DNDEBUG -o $@ bench/cbench.c $(BUILD)/libtycore.a $(LDLIBS)
 
+# The cluster benchmarks' baseline: nats.c alone (links libnats; tycho itself
+# loads it only when a node joins a cluster, see core/cluster/natsapi.h).
+$(BUILD)/nats_raw: bench/nats_raw.c
+	$(CC) $(CFLAGS_ALL) -o $@ bench/nats_raw.c -lnats
+
 TY_TEST_SCALE ?= 1
 ctest: $(BUILD)/tycho-tests $(BUILD)/tycho-lua-tests
 	TY_TEST_SCALE=$(TY_TEST_SCALE) $(BUILD)/tycho-tests $(T)
@@ -193,7 +198,7 @@ $(BUILD)/fuzz/%: fuzz/%.c $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(HEADER
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -I$(LLHTTP_INC) $(LLHTTP_DEF) -fsanitize=fuzzer \
 	  -o $@ $< $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
-bench: $(BUILD)/cbench $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+bench: $(BUILD)/cbench $(BUILD)/nats_raw $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	BENCH="$(BENCH)" bench/run.sh
 
 deps:

@@ -47,7 +47,7 @@ PEER_VARIANTS=${PEER_VARIANTS:-"spawn_msg pingpong_oneshot"}
 WORKLOADS="spawn pingpong ring skew timers memory"
 C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
 LUA_WORKLOADS="spawn pingpong ring skew timers memory"  # bench/lua/<w>.lua
-SERVER_WORKLOADS="http https http_client"   # https, http_client: bench/net.sh
+SERVER_WORKLOADS="http https http_client cluster"   # https, http_client: bench/net.sh
 
 BUILD=${BUILD:-build}
 CBENCH=$ROOT/$BUILD/cbench
@@ -226,6 +226,32 @@ run_http() {
 source "$ROOT/bench/net.sh"
 
 # ---------------------------------------------------------------------------
+# cluster: two tycho nodes on one nats-server (bench/cluster.sh starts the
+# server and the nodes, each run in fresh processes): `tycho cluster_msgs`
+# (one-way messages/s between actors on two nodes) and `tycho cluster_call`
+# (sequential call round trips/s; p50/p99 and 32 concurrent callers on the
+# detail line), each beside nats.c alone in the same sitting: `nats-c
+# cluster_msgs` (publisher -> subscriber processes, 16-byte messages) and
+# `nats-c cluster_call` (request -> echo process -> reply).
+run_cluster() {
+    if ! command -v nats-server >/dev/null || [ ! -x "$BUILD/nats_raw" ]; then
+        out "# cluster: nats-server or $BUILD/nats_raw missing (make deps; make bench), skipped"
+        return
+    fi
+    bench tycho cluster_msgs bench/cluster.sh cluster_msgs
+    bench nats-c cluster_msgs bench/cluster.sh nats_raw
+    bench tycho cluster_call bench/cluster.sh cluster_call
+    bench nats-c cluster_call bench/cluster.sh nats_raw_rtt
+    awk '/^(tycho|nats-c) cluster_(msgs|call): / { v[$1 " " $2] = $3 }
+        END {
+            t = v["tycho cluster_msgs:"]; r = v["nats-c cluster_msgs:"]
+            if (t && r) printf "# cluster_msgs: tycho / nats.c alone = %.2f\n", t / r
+            t = v["tycho cluster_call:"]; r = v["nats-c cluster_call:"]
+            if (t && r) printf "# cluster_call: tycho / nats.c alone = %.2f (round trips/s)\n", t / r
+        }' "$SUMMARY" | tee -a "$SUMMARY"
+}
+
+# ---------------------------------------------------------------------------
 # Peer suites. Each runs from a private copy under build/peers/<name> (shared/
 # stays untouched; the copy keeps its build products between runs).
 find_shared() {
@@ -382,6 +408,7 @@ for w in $WORKLOADS $SERVER_WORKLOADS; do
     if [ "$w" = http ]; then run_http; continue; fi
     if [ "$w" = https ]; then run_https; continue; fi
     if [ "$w" = http_client ]; then run_http_client; continue; fi
+    if [ "$w" = cluster ]; then run_cluster; continue; fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done

@@ -29,6 +29,9 @@ PACKAGES=(
   # the OpenResty drivers' specs talk to real servers (the drivers themselves
   # come from scripts/fetch-debs.sh: never install lua-nginx-* here)
   redis-server memcached
+  # the cluster: nats.c's headers to build (the library is loaded only when
+  # a node joins a cluster), and nats-server for the specs and benchmarks
+  libnats-dev nats-server
   # benchmarks, model checking, memory checking (nginx, the peer of the
   # https and http_client workloads and of the HTTP client's specs, is not
   # installed: scripts/fetch-debs.sh unpacks it under build/debs)

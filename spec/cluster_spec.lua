@@ -39,6 +39,7 @@ local function cluster_tests(servers)
   teardown(function()
     for _, node in pairs(nodes) do C.node_stop(node) end
     if stop_servers then stop_servers() end
+    C.stop_all() -- what a failed setup or test left behind
   end)
 
   it("lists the live nodes, the caller included, and names this one", function()

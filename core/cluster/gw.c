@@ -19,6 +19,7 @@
  * every 25 ms the liveness checks.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -107,10 +108,11 @@ bool lc_gw_publish(lc_gw *g, const char *subject, const void *data, int len) {
 
 /* ---- the subscriptions -------------------------------------------------- */
 
-/* Pops exactly what is pending (an empty NextMsg formats an error text). */
-static void drain(lc_gw *g, natsSubscription *sub, int what, uint64_t svc) {
+/* Pops exactly what is pending (an empty NextMsg formats an error text);
+ * returns how many. */
+static int drain(lc_gw *g, natsSubscription *sub, int what, uint64_t svc) {
   int pm = 0, pb = 0;
-  if (N(natsSubscription_GetPending)(sub, &pm, &pb) != NATS_OK) return;
+  if (N(natsSubscription_GetPending)(sub, &pm, &pb) != NATS_OK) return 0;
   for (int i = 0; i < pm; i++) {
     natsMsg *m;
     natsStatus s = N(natsSubscription_NextMsg)(&m, sub, 0);
@@ -126,18 +128,20 @@ static void drain(lc_gw *g, natsSubscription *sub, int what, uint64_t svc) {
     else lc_route_in(g, d, n, 0); /* announcements are frames too */
     N(natsMsg_Destroy)(m);
   }
+  return pm;
 }
 
 /* Heartbeats, then announcements, then messages: a node's first beat goes
  * out before anything else it sends, and an announcement before what its
  * members send once joined; one read may hold them all, and the view must
  * be up to date before an actor acts on a message. */
-static void drain_all(lc_gw *g) {
+static bool drain_all(lc_gw *g) {
   drain(g, g->beats, 1, 0);
   drain(g, g->ann, 2, 0);
-  drain(g, g->data, 0, 0);
+  int got = drain(g, g->data, 0, 0);
   for (size_t i = 0; i < g->nsubs; i++)
-    if (g->subs[i].sub) drain(g, g->subs[i].sub, 0, g->subs[i].id);
+    if (g->subs[i].sub) got += drain(g, g->subs[i].sub, 0, g->subs[i].id);
+  return got > 0;
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -157,11 +161,23 @@ static bool pump_out(lc_gw *g) {
   return any;
 }
 
+/* After traffic the loop keeps looking for SPIN_NS before it sleeps: an
+ * answer that comes back within that time then costs no wake-up (a call's
+ * round trip crosses four of them: two gateways, each way). It yields the
+ * CPU between looks, so that it does not keep a worker off its core. */
+#define SPIN_NS 50000
+
 static void wait_events(lc_gw *g, bool busy, uint64_t now) {
   uint64_t next = g->next_tick < g->next_beat ? g->next_tick : g->next_beat;
   int timeout = next > now ? (int)((next - now + 999999) / 1000000) : 0;
-  if (busy) timeout = 0;
-  else if (g->ov_bytes && timeout > 1) timeout = 1; /* rings may have room */
+  if (busy) {
+    timeout = 0;
+  } else if (now - g->active_ns < SPIN_NS) {
+    timeout = 0;
+    sched_yield();
+  } else if (g->ov_bytes && timeout > 1) {
+    timeout = 1; /* rings may have room */
+  }
   if (timeout && !ty_port_park(g->rt)) timeout = 0;
   struct epoll_event ev[16];
   int n = epoll_wait(g->epfd, ev, 16, timeout);
@@ -177,7 +193,7 @@ static void wait_events(lc_gw *g, bool busy, uint64_t now) {
 static void turn(lc_gw *g, bool *busy) {
   uint64_t now = lc_now_ns();
   wait_events(g, *busy, now);
-  drain_all(g);
+  bool in = drain_all(g);
   bool out = pump_out(g);
   bool left = lc_deliver_flush(g);
   /* Write now rather than after another epoll round: the socket is
@@ -185,6 +201,7 @@ static void turn(lc_gw *g, bool *busy) {
   if (out) N(natsConnection_ProcessWriteEvent)(g->nc);
   *busy = out && !left;
   now = lc_now_ns();
+  if (in || out) g->active_ns = now;
   if (now >= g->next_beat) {
     lc_peers_beat(g, false);
     g->next_beat = now + LC_BEAT_NS;

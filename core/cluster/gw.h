@@ -49,6 +49,7 @@ typedef struct lc_peer {
   double rtt;       /* seconds, 0 until measured */
   ty__buf out;      /* the frame being filled for it this turn */
   uint32_t out_n;   /* records in out */
+  uint32_t out_seq; /* ... of them numbered (actors' messages) */
   lc_map watches;   /* (local | kind << 60, remote) -> - */
 } lc_peer;
 
@@ -104,6 +105,7 @@ typedef struct lc_gw {
   bool cut_off;         /* down long enough that every node is down */
   uint64_t grace_until; /* after a reconnect: no silence verdicts */
   uint64_t next_beat, next_tick, next_sweep;
+  uint64_t active_ns; /* the last turn that moved messages */
   int max_payload;
   ty__buf scratch;
 } lc_gw;

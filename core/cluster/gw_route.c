@@ -28,7 +28,7 @@
 #define HDR 48
 #define PREFIX_FIXED 8
 #define PREFIX (PREFIX_FIXED + strlen(lc_sh.name)) /* of our own frames */
-#define FRAME_MAX (256 * 1024) /* a frame is sent once it reaches this */
+#define FRAME_MAX (64 * 1024) /* below malloc's mmap threshold, on both sides */
 
 typedef struct rec {
   uint32_t len, kind;
@@ -93,13 +93,12 @@ void lc_put_record(ty__buf *b, uint32_t kind, ty_pid to, ty_pid from,
 /* ---- a message that cannot reach its node ------------------------------- */
 
 /* What the sender would have heard had the node been there to answer: a
- * call fails with `token`, a monitor fires, a link breaks; the rest is a
- * drop, counted. */
+ * call fails with `token`, a monitor fires, a link breaks; anything else
+ * is dropped without its sender knowing, so it is counted. */
 static void bounce(lc_gw *g, uint32_t kind, ty_pid to, ty_pid from,
                    uint64_t ref, const char *token) {
   if (kind >= LC_W_SVC_ACK && kind <= LC_W_SVC_LIST) return; /* our own */
   if (ty_pid_remote(g->rt, from)) return; /* not one of ours */
-  lc_count(&lc_sh.drops, 1);
   size_t tl = strlen(token);
   switch (kind) {
   case LT_CALL:
@@ -113,6 +112,7 @@ static void bounce(lc_gw *g, uint32_t kind, ty_pid to, ty_pid from,
   case LT_SIG_LINK:
     lc_send_local(g, from, to, LT_SIG_EXIT, 0, 0, token, tl);
     break;
+  default: lc_count(&lc_sh.drops, 1);
   }
 }
 
@@ -144,8 +144,9 @@ static bool publish_frame(lc_gw *g, const char *subject, ty__buf *b,
 static void flush_peer(lc_gw *g, lc_peer *p) {
   /* A frame that could not go out holds the newest numbers: take them
    * back, so that the receiver sees no gap for what we counted here. */
-  if (!publish_frame(g, p->subject, &p->out, p->out_n)) p->seq_out -= p->out_n;
-  p->out_n = 0;
+  if (!publish_frame(g, p->subject, &p->out, p->out_n))
+    p->seq_out -= p->out_seq;
+  p->out_n = p->out_seq = 0;
 }
 
 /* Queues r for p (in order with everything else for p this turn). */
@@ -156,9 +157,12 @@ static void to_peer(lc_gw *g, lc_peer *p, rec *r) {
     return;
   }
   if (p->out.len + HDR + r->len > max) flush_peer(g, p);
-  r->seq = ++p->seq_out;
+  /* Actors' messages are numbered; the gateways' own are best effort. */
+  bool ours = r->kind >= LC_W_SVC_ACK && r->kind <= LC_W_SVC_LIST;
+  r->seq = ours ? 0 : ++p->seq_out;
   put_rec(&p->out, r);
   p->out_n++;
+  p->out_seq += !ours;
 }
 
 void lc_route_flush(lc_gw *g) {

@@ -51,11 +51,25 @@ function C.wait(fn, timeout, what)
   end
 end
 
+-- Every process started here is written down in a file of this process
+-- (the workers' Lua states of a tycho.run start some too), so that none
+-- outlives the specs: C.stop_all, also run when busted's state closes.
+local function registry()
+  local f = io.open("/proc/self/stat")
+  local me = f:read("*l"):match("^(%d+)")
+  f:close()
+  return (os.getenv("TMPDIR") or "/tmp") .. "/tycho-spec-pids." .. me
+end
+
 -- Starts `cmd` in the background, its output in `log`; returns its pid.
 local function spawn(cmd, log)
   local rc, out = sh(("%s >%s 2>&1 & echo $!"):format(cmd, H.quote(log)))
   assert(rc == 0, "cannot start: " .. cmd)
-  return assert(tonumber(out:match("%d+")), "no pid for: " .. cmd)
+  local pid = assert(tonumber(out:match("%d+")), "no pid for: " .. cmd)
+  local f = assert(io.open(registry(), "a"))
+  f:write(pid, "\n")
+  f:close()
+  return pid
 end
 
 -- Alive, and not a zombie waiting for init (whose reaping may take a
@@ -80,6 +94,25 @@ local function stop_pid(pid, grace)
   local t0 = now()
   while alive(pid) and now() - t0 < (grace or 3) do socket.sleep(0.02) end
   if alive(pid) then kill(pid, "KILL") end
+end
+
+-- Stops every process started here that still runs.
+function C.stop_all()
+  local f = io.open(registry())
+  if not f then return end
+  for line in f:lines() do
+    local pid = tonumber(line)
+    if pid and C.alive(pid) then os.execute(("kill -KILL %d 2>/dev/null"):format(pid)) end
+  end
+  f:close()
+  os.remove(registry())
+end
+
+-- In busted's own state only (a worker's state closes at the end of each
+-- tycho.run, while what it started may still be in use).
+if not require("tycho.core")._worker() then
+  C.sentinel = newproxy(true)
+  getmetatable(C.sentinel).__gc = function() C.stop_all() end
 end
 
 -- ---- nats-server ----------------------------------------------------------
