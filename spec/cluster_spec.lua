@@ -271,8 +271,8 @@ local function cluster_tests(servers)
     assert.same({ "here", "here", "here", "here", "here" }, r)
   end)
 
-  it("refuses to send a tcp connection to another node", function()
-    local err = C.run_node("t", urls().t, function()
+  it("refuses to send a tcp connection, or more than NATS carries, to another node", function()
+    local err, big, small = C.run_node("t", urls().t, function()
       local l = tycho.tcp.listen { host = "127.0.0.1", port = 0 }
       local _, port = l:getsockname()
       local c = assert(tycho.tcp.connect("127.0.0.1", port, 5))
@@ -281,9 +281,13 @@ local function cluster_tests(servers)
       local still = c:write("x") -- it stayed here, usable
       c:close()
       l:close()
-      return not ok and msg, still
+      local okb, big = pcall(tycho.send, e, string.rep("x", 2 * 1024 * 1024))
+      return not ok and still and msg, not okb and big,
+        tycho.call(e, "echo", string.rep("y", 100000))
     end)
     assert.matches("cannot send a tcp connection to another node", err, 1, true)
+    assert.matches("too big to cross nodes", big, 1, true)
+    assert.equal(100000, #small)
   end)
 
   it("refuses a node name that is already live", function()

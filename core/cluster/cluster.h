@@ -158,6 +158,8 @@ void lc_ctl_stop(void);
 int lc_gw_connect(const char *url, char *err, size_t errlen);
 /* Starts its thread once the runtime exists. */
 void lc_gw_start(ty_runtime *rt);
+/* The largest codec payload a frame can carry to another node. */
+size_t lc_gw_max_message(void);
 /* Sends what is queued, says goodbye to the other nodes, stops the thread
  * and closes (before the runtime stops). Idempotent. */
 void lc_gw_stop(void);

@@ -165,6 +165,11 @@ static void to_peer(lc_gw *g, lc_peer *p, rec *r) {
   p->out_seq += !ours;
 }
 
+size_t lc_gw_max_message(void) {
+  long room = (long)lc_g->max_payload - (long)PREFIX - HDR;
+  return room > 0 ? (size_t)room : 1;
+}
+
 void lc_route_flush(lc_gw *g) {
   for (unsigned i = 1; i < TY_MAX_NODES; i++)
     if (g->peers[i] && g->peers[i]->out.len) flush_peer(g, g->peers[i]);

@@ -167,6 +167,9 @@ static bool join(lua_State *L, ty_config *cfg) {
 
 static void start(ty_runtime *rt) {
   lc_sh.rt = rt;
+  /* relaxed: the workers start after this (pthread_create orders it). */
+  atomic_store_explicit(&lt_g.remote_max, lc_gw_max_message(),
+                        memory_order_relaxed);
   set_active(true);
   lc_gw_start(rt);
   lc_ctl_start();
@@ -174,6 +177,8 @@ static void start(ty_runtime *rt) {
 
 static void stop(void) {
   set_active(false); /* workers still run: they see a node alone now */
+  /* relaxed: a limit checked at send; a stale one is harmless. */
+  atomic_store_explicit(&lt_g.remote_max, 0, memory_order_relaxed);
   lc_gw_stop();
   lc_ctl_stop();
   lc_svc_reset();

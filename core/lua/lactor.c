@@ -154,11 +154,13 @@ int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
-  lt_remote_encode = ty_pid_remote(lt_g.rt, to);
+  bool remote = ty_pid_remote(lt_g.rt, to);
+  lt_remote_encode = remote;
   int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
                            sizeof err);
   lt_remote_encode = false;
   if (r) return luaL_error(L, "tycho.%s: %s", fname, err);
+  lt_check_remote_size(L, remote, lw->buf.len, fname);
   lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
   return 0;
 }

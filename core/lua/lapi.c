@@ -86,14 +86,29 @@ int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname) {
 
 _Thread_local bool lt_remote_encode;
 
+void lt_check_remote_size(lua_State *L, bool remote, size_t len,
+                          const char *fname) {
+  /* relaxed: written once by the cluster's start, before workers run. */
+  size_t max = atomic_load_explicit(&lt_g.remote_max, memory_order_relaxed);
+  if (!remote || !max || len <= max) return;
+  char msg[200]; /* lua_pushfstring knows no %zu */
+  snprintf(msg, sizeof msg,
+           "message of %zu bytes is too big to cross nodes: NATS carries at "
+           "most %zu (max_payload in nats-server's configuration)",
+           len, max);
+  luaL_error(L, "tycho.%s: %s", fname, msg);
+}
+
 ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname) {
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
   int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
                            sizeof err);
+  bool remote = lt_remote_encode;
   lt_remote_encode = false;
   if (r) luaL_error(L, "tycho.%s: %s", fname, err);
+  lt_check_remote_size(L, remote, lw->buf.len, fname);
   ty_msg *m = ty_msg_new(lw->buf.len);
   if (lw->buf.len) /* else data may be NULL */
     memcpy(m->data, lw->buf.data, lw->buf.len);

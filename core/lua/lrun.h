@@ -56,6 +56,9 @@ typedef struct lt_global {
   lua_CFunction opener; /* luaopen_tycho_core of this copy of the core */
   int left_behind; /* threads a stop left running (stuck code, hung jobs) */
   const lt_cluster_hooks *cluster; /* NULL: no cluster layer */
+  /* The largest message another node can take (0: no limit): set by the
+   * cluster's start from NATS's max_payload. */
+  _Atomic size_t remote_max;
 } lt_global;
 
 extern lt_global lt_g;
