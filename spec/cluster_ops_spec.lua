@@ -187,10 +187,10 @@ describe("the cluster in operation", function()
           if x == "count" then tycho.send(from, n) else n = n + 1 end
         end
       ]])
-      -- b's only worker is busy for a while: its rings fill, then its
-      -- gateway's backlog
+      -- b's only worker is busy for a while (less than the watchdog's
+      -- max_slice): its rings fill, then its gateway's backlog
       N.spawn_on("b", [[
-        local t = os.clock() while os.clock() - t < 1.5 do end
+        local t = os.clock() while os.clock() - t < 0.6 do end
       ]])
       local sent = N.eval_on("a", [[
         local tycho = require "tycho"

@@ -62,7 +62,7 @@ if role == "msgs" then
       for i = 1, count do send(to, i) end
     end, sink, per)
   end
-  local tag, got = tycho.recv(120)
+  local tag = tycho.recv(120)
   local dt = tycho.now() - t0
   if tag ~= "all" then
     local s = tycho.stats().cluster

@@ -304,7 +304,7 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
     return lt_push_fail(L, "noproc");
   }
   c.la->call_ref = ref;
-  c.la->call_to = to;
+  c.la->call_to = d.pid; /* 0 for a service: its member is not known */
   lt_wait_for(c, LT_W_CALL, timeout, ref);
   return lua_yield(L, 0);
 }

@@ -214,7 +214,7 @@ static void move_work(ty_worker *w) {
     while ((n = ty__spawnq_pop(&tmp))) route_node(w, n, &moved);
   }
   ty__node *buf[64];
-  for (unsigned from = 0; from < rt->n; from++) {
+  for (unsigned from = 0; from < rt->mesh.n; from++) { /* the port's too */
     if (from == w->id) continue;
     size_t got;
     while ((got = ty__mesh_drain(&rt->mesh, w->id, from, buf, 64)))
