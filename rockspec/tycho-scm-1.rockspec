@@ -8,8 +8,10 @@
 -- binary, so luarocks copies it as is instead of wrapping it).
 --
 -- Needs LuaJIT 2.1 headers and library (Debian: libluajit-5.1-dev),
--- liburing, OpenSSL's libcrypto, PCRE2 and llhttp's sources (node-llhttp);
--- `make deps` installs them. lua-cjson comes from a Debian
+-- liburing, OpenSSL's libcrypto, PCRE2, llhttp's sources (node-llhttp) and
+-- nats.c's headers (libnats-dev: the cluster layer is compiled against
+-- them; libnats itself is loaded only when a node joins a cluster, so a
+-- node alone runs without it); `make deps` installs them. lua-cjson comes from a Debian
 -- package, which is not a rock, so it is not listed as a dependency: the
 -- install checks that LuaJIT finds it and says what to do when it does not.
 -- A release rock: `make rock` (rockspec/tycho-release.rockspec.in).
@@ -45,6 +47,7 @@ external_dependencies = {
    LIBURING = { header = "liburing.h" },
    OPENSSL = { header = "openssl/evp.h" },
    PCRE2 = { header = "pcre2.h" },
+   NATS = { header = "nats/nats.h" },
 }
 
 build = {

@@ -177,7 +177,10 @@ describe("the cluster in operation", function()
 
   it("counts what a lagging node drops, never losing a message silently", function()
     local a = C.node_start("a", srv.url)
-    local b = C.node_start("b", srv.url, { workers = 1, env = "TYCHO_CLUSTER_BACKLOG=65536" })
+    -- one worker, a small backlog, no watchdog (the hog below must keep
+    -- its worker however loaded this machine is)
+    local b = C.node_start("b", srv.url, { workers = 1, flags = "--max-slice 0",
+      env = "TYCHO_CLUSTER_BACKLOG=65536" })
     local r = C.run_node("t", srv.url, function()
       local recv = N.spawn_on("b", [[
         local tycho = require "tycho"
@@ -187,10 +190,11 @@ describe("the cluster in operation", function()
           if x == "count" then tycho.send(from, n) else n = n + 1 end
         end
       ]])
-      -- b's only worker is busy for a while (less than the watchdog's
-      -- max_slice): its rings fill, then its gateway's backlog
+      -- b's only worker is busy for a while: its rings fill, then its
+      -- gateway's backlog
       N.spawn_on("b", [[
-        local t = os.clock() while os.clock() - t < 0.6 do end
+        local tycho = require "tycho"
+        local t = tycho.now() while tycho.now() - t < 1 do end
       ]])
       local sent = N.eval_on("a", [[
         local tycho = require "tycho"
@@ -212,5 +216,52 @@ describe("the cluster in operation", function()
     assert.is_true(r.b.drops > 0)
     assert.equal(0, r.a.drops)
     assert.equal(r.sent, r.received + r.b.drops)
+  end)
+
+  it("makes senders wait for a node that lags, within its backlog: nothing dropped", function()
+    local a = C.node_start("a", srv.url)
+    local b = C.node_start("b", srv.url, { workers = 1, flags = "--max-slice 0" })
+    local r = C.run_node("t", srv.url, function()
+      local recv = N.spawn_on("b", [[
+        local tycho = require "tycho"
+        local n, ordered, last = 0, true, 0
+        while true do
+          local x, from = tycho.recv()
+          if x == "count" then tycho.send(from, n, ordered)
+          else ordered = ordered and x == last + 1; last, n = x, n + 1 end
+        end
+      ]])
+      N.spawn_on("b", [[
+        local tycho = require "tycho"
+        local t = tycho.now() while tycho.now() - t < 1.5 do end
+      ]])
+      -- more than the window between two nodes, and more than a quarter of
+      -- b's backlog, while b's worker is busy
+      local took = N.eval_on("a", [[
+        local tycho = require "tycho"
+        local to = ...
+        local t0 = tycho.now()
+        for i = 1, 1000000 do tycho.send(to, i) end
+        return tycho.now() - t0
+      ]], recv)
+      local received, ordered
+      local t0 = tycho.now()
+      repeat
+        tycho.sleep(0.1)
+        tycho.send(recv, "count", tycho.self())
+        received, ordered = tycho.recv(10)
+      until received == 1000000 or tycho.now() - t0 > 30
+      return { took = took, received = received, ordered = ordered,
+        a = N.eval_on("a", "return require('tycho').stats().cluster"),
+        b = N.eval_on("b", "return require('tycho').stats().cluster") }
+    end)
+    C.node_stop(a)
+    C.node_stop(b)
+    assert.equal(1000000, r.received)
+    assert.is_true(r.ordered)
+    assert.equal(0, r.a.drops)
+    assert.equal(0, r.b.drops)
+    assert.equal(0, r.b.slow_consumers)
+    assert.is_true(r.took > 0.5, "the sender never waited: " .. r.took .. " s")
   end)
 end)

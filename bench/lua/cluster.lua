@@ -34,7 +34,7 @@ if role == "peer" then
   assert(tycho.register_global("bench.peer", tycho.self()))
   print("READY")
   io.stdout:flush()
-  tycho.recv() -- "stop"
+  while tycho.recv() == "stats" do tycho.reply(tycho.stats().cluster) end -- until "stop"
   return
 end
 
@@ -62,11 +62,12 @@ if role == "msgs" then
       for i = 1, count do send(to, i) end
     end, sink, per)
   end
-  local tag = tycho.recv(120)
+  local tag = tycho.recv(60)
   local dt = tycho.now() - t0
   if tag ~= "all" then
-    local s = tycho.stats().cluster
-    error(("the sink did not get every message (drops here %d)"):format(s.drops))
+    local s, p = tycho.stats().cluster, tycho.call(peer, "stats") or {}
+    error(("the sink did not get every message (drops here %d, there %s, lost there %s)")
+      :format(s.drops, tostring(p.drops), tostring(p.lost)))
   end
   local s1 = tycho.stats().cluster
   print(string.format("RESULT %.0f msgs/s", n / dt))

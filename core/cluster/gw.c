@@ -31,7 +31,7 @@ lc_gw *lc_g;
 
 #define TAG_NATS 1
 #define TAG_PORT 2
-#define OUT_MAX (4 << 20) /* unsent bytes in nats.c's buffer we allow */
+#define OUT_MAX (1 << 20) /* unsent bytes in nats.c's buffer we allow */
 #define TAKE_BATCH 256
 
 /* ---- the event-loop adapter -------------------------------------------- */
@@ -146,19 +146,58 @@ static bool drain_all(lc_gw *g) {
 
 /* ---- the loop ----------------------------------------------------------- */
 
-/* Takes what the workers sent while nats.c has room for it. */
+/* Sends what a full window kept back from worker w, in order; false while
+ * some is still kept (then w's ring is left alone: its senders wait). */
+static bool send_held(lc_gw *g, unsigned w) {
+  ty_msg *m;
+  while ((m = g->held_head[w])) {
+    ty_msg *next = (ty_msg *)m->node.next;
+    if (!lc_route_out(g, m)) return false;
+    g->held_head[w] = next;
+    if (!next) g->held_tail[w] = NULL;
+  }
+  return true;
+}
+
+static void hold(lc_gw *g, unsigned w, ty_msg **batch, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    batch[i]->node.next = NULL;
+    if (g->held_tail[w]) g->held_tail[w]->node.next = &batch[i]->node;
+    else g->held_head[w] = batch[i];
+    g->held_tail[w] = batch[i];
+  }
+}
+
+/* Takes what the workers sent (and the threads that are not workers) while
+ * nats.c has room for it, each worker's ring in order. */
 static bool pump_out(lc_gw *g) {
   ty_msg *batch[TAKE_BATCH];
+  unsigned n = ty_runtime_workers(g->rt);
   bool any = false;
-  for (int round = 0; round < 64; round++) {
-    if (N(natsConnection_Buffered)(g->nc) > OUT_MAX) break;
-    size_t got = ty_port_take(g->rt, batch, TAKE_BATCH);
-    for (size_t i = 0; i < got; i++) lc_route_out(g, batch[i]);
-    any |= got > 0;
-    if (got < TAKE_BATCH) break;
+  for (unsigned w = 0; w <= n; w++) {
+    if (!send_held(g, w)) continue;
+    for (int round = 0; round < 16; round++) {
+      if (N(natsConnection_Buffered)(g->nc) > OUT_MAX) goto out;
+      size_t got = ty_port_take(g->rt, w, batch, TAKE_BATCH), i = 0;
+      any |= got > 0;
+      while (i < got && lc_route_out(g, batch[i])) i++;
+      if (i < got) {
+        hold(g, w, batch + i, got - i);
+        break;
+      }
+      if (got < TAKE_BATCH) break;
+    }
   }
+out:
   lc_route_flush(g);
   return any;
+}
+
+/* nats.c takes a write of nothing (send() returning 0) for a closed
+ * connection and reconnects: write only when something waits. */
+static void write_out(lc_gw *g) {
+  if (N(natsConnection_Buffered)(g->nc) > 0)
+    N(natsConnection_ProcessWriteEvent)(g->nc);
 }
 
 /* After traffic the loop keeps looking for SPIN_NS before it sleeps: an
@@ -186,7 +225,7 @@ static void wait_events(lc_gw *g, bool busy, uint64_t now) {
     if (ev[i].data.u32 != TAG_NATS) continue; /* the port's eventfd */
     if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
       N(natsConnection_ProcessReadEvent)(g->nc);
-    if (ev[i].events & EPOLLOUT) N(natsConnection_ProcessWriteEvent)(g->nc);
+    if (ev[i].events & EPOLLOUT) write_out(g);
   }
 }
 
@@ -196,9 +235,10 @@ static void turn(lc_gw *g, bool *busy) {
   bool in = drain_all(g);
   bool out = pump_out(g);
   bool left = lc_deliver_flush(g);
+  if (g->nacks) lc_route_acks(g, lc_now_ns());
   /* Write now rather than after another epoll round: the socket is
    * non-blocking and nats.c keeps what does not fit. */
-  if (out) N(natsConnection_ProcessWriteEvent)(g->nc);
+  if (out) write_out(g);
   *busy = out && !left;
   now = lc_now_ns();
   if (in || out) g->active_ns = now;
@@ -258,8 +298,8 @@ static natsStatus connect_nats(lc_gw *g, const char *url) {
       /* Publishing while cut off fails at once (a drop we count, a call we
        * answer) instead of going out late after the reconnect. */
       (s = N(natsOptions_SetReconnectBufSize)(o, 64)) == NATS_OK &&
-      (s = N(natsOptions_SetPingInterval)(o, 1000)) == NATS_OK &&
-      (s = N(natsOptions_SetMaxPingsOut)(o, 2)) == NATS_OK)
+      (s = N(natsOptions_SetPingInterval)(o, 2000)) == NATS_OK &&
+      (s = N(natsOptions_SetMaxPingsOut)(o, 3)) == NATS_OK)
     s = N(natsConnection_Connect)(&g->nc, o);
   N(natsOptions_Destroy)(o);
   return s;
@@ -358,11 +398,15 @@ void lc_gw_stop(void) {
     if (subs[i]) N(natsSubscription_Destroy)(subs[i]);
   lc_subs_free(g);
   if (g->stats) N(natsStatistics_Destroy)(g->stats);
-  for (unsigned w = 0; w < TY_MAX_WORKERS; w++) {
-    while (g->ov_head[w]) {
-      ty_msg *m = g->ov_head[w];
-      g->ov_head[w] = (ty_msg *)m->node.next;
-      ty_msg_free(m);
+  for (unsigned w = 0; w <= TY_MAX_WORKERS; w++) {
+    ty_msg **lists[2] = {w < TY_MAX_WORKERS ? &g->ov_head[w] : NULL,
+                         &g->held_head[w]};
+    for (int k = 0; k < 2; k++) {
+      while (lists[k] && *lists[k]) {
+        ty_msg *m = *lists[k];
+        *lists[k] = (ty_msg *)m->node.next;
+        ty_msg_free(m);
+      }
     }
   }
   lc_peers_free(g);

@@ -26,7 +26,22 @@ enum {
   LC_W_BARRIER,        /* to ourselves: everything before it left */
   LC_W_SVC_REQ,        /* send me your service list */
   LC_W_SVC_LIST,       /* aux: version; data: names, '\n' after each */
+  LC_W_ACK,            /* aux: the last numbered record handed on (credit) */
 };
+
+/* A record for the gateways themselves, never an actor's. */
+static inline bool lc_gateway_kind(uint32_t kind) {
+  return kind >= LC_W_SVC_ACK && kind <= LC_W_ACK;
+}
+
+/* Flow control between two nodes: a node sends at most LC_WINDOW numbered
+ * records that the other has not acknowledged; the other acknowledges
+ * those it handed to its workers while its backlog is low, so that a node
+ * that cannot keep up slows its senders down (their rings to the port
+ * fill, as between workers) instead of dropping what they send. */
+#define LC_WINDOW 65536
+#define LC_ACK_NS (10 * 1000000ull) /* an acknowledgement at least this often */
+#define LC_STALL_NS (2000 * 1000000ull) /* a full window with no ack: reset */
 
 /* Another node (one incarnation: ids are never reused by a restart). */
 typedef struct lc_peer {
@@ -39,18 +54,23 @@ typedef struct lc_peer {
   bool svc_known; /* its service list matches svc_ver */
   bool has_list;  /* a service list came (version list_ver) */
   uint32_t list_ver;
-  uint32_t epoch;   /* its reconnections, from its heartbeats */
-  uint32_t svc_ver; /* from its heartbeats */
-  uint64_t last_ns; /* last heartbeat (or first contact) */
-  uint64_t seq_out; /* messages sent to it */
-  uint64_t seq_in;  /* next expected from it (0: none seen yet) */
-  uint64_t ping_ns; /* next rtt probe */
-  uint64_t req_ns;  /* when we last asked for its service list */
-  double rtt;       /* seconds, 0 until measured */
-  ty__buf out;      /* the frame being filled for it this turn */
-  uint32_t out_n;   /* records in out */
-  uint32_t out_seq; /* ... of them numbered (actors' messages) */
-  lc_map watches;   /* (local | kind << 60, remote) -> - */
+  uint32_t epoch;    /* its reconnections, from its heartbeats */
+  uint32_t svc_ver;  /* from its heartbeats */
+  uint64_t last_ns;  /* last heartbeat (or first contact) */
+  uint64_t seq_out;  /* messages sent to it */
+  uint64_t acked;    /* ... of which it acknowledged up to here */
+  uint64_t full_ns;  /* when the window to it last filled (0: not full) */
+  uint64_t seq_in;   /* next expected from it (0: none seen yet) */
+  uint64_t ack_sent; /* the last acknowledgement we sent it */
+  uint64_t ack_ns;   /* ... at that time */
+  bool ack_due;      /* on lc_gw.acks: it sent numbered records since */
+  uint64_t ping_ns;  /* next rtt probe */
+  uint64_t req_ns;   /* when we last asked for its service list */
+  double rtt;        /* seconds, 0 until measured */
+  ty__buf out;       /* the frame being filled for it this turn */
+  uint32_t out_n;    /* records in out */
+  uint32_t out_seq;  /* ... of them numbered (actors' messages) */
+  lc_map watches;    /* (local | kind << 60, remote) -> - */
 } lc_peer;
 
 /* A service this node subscribes to. */
@@ -88,6 +108,12 @@ typedef struct lc_gw {
   size_t nnodewatch, capnodewatch;
   /* Calls in flight to other nodes: (caller, 0) -> (ref, node | flags). */
   lc_map calls;
+  /* From the workers: what a full window left taken but not sent, per
+   * worker (the last entry: threads that are not workers). */
+  ty_msg *held_head[TY_MAX_WORKERS + 1], *held_tail[TY_MAX_WORKERS + 1];
+  /* Peers with acknowledgements to send. */
+  unsigned acks[TY_MAX_NODES];
+  size_t nacks;
   /* Toward the workers: what their full rings could not take yet. */
   ty_msg *ov_head[TY_MAX_WORKERS], *ov_tail[TY_MAX_WORKERS];
   size_t ov_bytes, backlog;
@@ -120,8 +146,11 @@ bool lc_gw_publish(lc_gw *g, const char *subject, const void *data, int len);
 /* Appends a record (seq 0) to the frame in b, starting it if b is empty. */
 void lc_put_record(ty__buf *b, uint32_t kind, ty_pid to, ty_pid from,
                    uint64_t ref, uint64_t aux, const void *data, size_t len);
-/* Messages workers sent to the port: to other nodes, services, requests. */
-void lc_route_out(lc_gw *g, ty_msg *m);
+/* Messages workers sent to the port: to other nodes, services, requests.
+ * False when m's node has a full window: m is not taken (hold it). */
+bool lc_route_out(lc_gw *g, ty_msg *m);
+/* Acknowledges what other nodes sent, while the backlog is low. */
+void lc_route_acks(lc_gw *g, uint64_t now);
 /* Publishes the frames filled this turn. */
 void lc_route_flush(lc_gw *g);
 /* A NATS message on our data subject (svc = 0) or a service's. */

@@ -291,6 +291,12 @@ void lc_peers_tick(lc_gw *g, uint64_t now) {
       lc_peer_down(g, p);
       continue;
     }
+    if (p->full_ns && now - p->full_ns > LC_STALL_NS) {
+      /* No acknowledgement for long: one was lost with what it answered
+       * (say, a whole window while cut off). Start afresh. */
+      p->acked = p->seq_out;
+      p->full_ns = 0;
+    }
     if (p->up && connected && now >= p->ping_ns) {
       lc_send_ctl(g, p, LC_W_PING, lc_node_pid(id), 0, now, NULL, 0);
       p->ping_ns = now + LC_PING_NS;

@@ -97,7 +97,7 @@ void lc_put_record(ty__buf *b, uint32_t kind, ty_pid to, ty_pid from,
  * is dropped without its sender knowing, so it is counted. */
 static void bounce(lc_gw *g, uint32_t kind, ty_pid to, ty_pid from,
                    uint64_t ref, const char *token) {
-  if (kind >= LC_W_SVC_ACK && kind <= LC_W_SVC_LIST) return; /* our own */
+  if (lc_gateway_kind(kind)) return;      /* our own */
   if (ty_pid_remote(g->rt, from)) return; /* not one of ours */
   size_t tl = strlen(token);
   switch (kind) {
@@ -158,7 +158,7 @@ static void to_peer(lc_gw *g, lc_peer *p, rec *r) {
   }
   if (p->out.len + HDR + r->len > max) flush_peer(g, p);
   /* Actors' messages are numbered; the gateways' own are best effort. */
-  bool ours = r->kind >= LC_W_SVC_ACK && r->kind <= LC_W_SVC_LIST;
+  bool ours = lc_gateway_kind(r->kind);
   r->seq = ours ? 0 : ++p->seq_out;
   put_rec(&p->out, r);
   p->out_n++;
@@ -225,25 +225,53 @@ static void service_out(lc_gw *g, ty_msg *m) {
   publish_frame(g, subject, b, 1);
 }
 
-void lc_route_out(lc_gw *g, ty_msg *m) {
+static bool window_full(lc_peer *p) {
+  if (p->seq_out - p->acked < LC_WINDOW) return false;
+  if (!p->full_ns) p->full_ns = lc_now_ns();
+  return true;
+}
+
+bool lc_route_out(lc_gw *g, ty_msg *m) {
   if (!m->from) m->from = lc_node_pid(lc_sh.id);
   if (m->to == 0) {
     if (m->kind >= LC_REQ_MONITOR_NODE && m->kind <= LC_REQ_LEAVE)
       lc_request(g, m);
     else if (m->aux) service_out(g, m);
     ty_msg_free(m);
-    return;
+    return true;
   }
   unsigned node = ty_pid_node(m->to);
   lc_peer *p = g->peers[node];
   if (!p || !ty_node_live(g->rt, node)) {
     bounce(g, m->kind, m->to, m->from, m->ref, "noconnection");
+  } else if (window_full(p)) {
+    return false;
   } else {
     note_out(g, p, m);
     rec r = {m->len, m->kind, m->to, m->from, m->ref, m->aux, 0, m->data};
     to_peer(g, p, &r);
   }
   ty_msg_free(m);
+  return true;
+}
+
+void lc_route_acks(lc_gw *g, uint64_t now) {
+  if (g->ov_bytes > g->backlog / 4) return; /* lagging: the senders wait */
+  size_t k = 0;
+  for (size_t i = 0; i < g->nacks; i++) {
+    lc_peer *p = g->peers[g->acks[i]];
+    if (!p) continue;
+    uint64_t last = p->seq_in - 1;
+    if (last - p->ack_sent >= LC_WINDOW / 8 || now - p->ack_ns > LC_ACK_NS) {
+      lc_send_ctl(g, p, LC_W_ACK, lc_node_pid(p->id), 0, last, NULL, 0);
+      p->ack_sent = last;
+      p->ack_ns = now;
+      p->ack_due = false;
+    } else {
+      g->acks[k++] = g->acks[i]; /* later, in a bigger batch */
+    }
+  }
+  g->nacks = k;
 }
 
 /* ---- in: toward the workers -------------------------------------------- */
@@ -323,6 +351,12 @@ static void gateway_rec(lc_gw *g, lc_peer *p, const rec *r) {
   case LC_W_SVC_LIST:
     lc_peers_on_svc_list(g, p, (uint32_t)r->aux, r->data, r->len);
     break;
+  case LC_W_ACK:
+    if (r->aux > p->acked && r->aux <= p->seq_out) {
+      p->acked = r->aux;
+      p->full_ns = 0;
+    }
+    break;
   }
 }
 
@@ -348,6 +382,10 @@ static void check_seq(lc_gw *g, lc_peer *p, uint64_t seq) {
     lc_watch_lost(g, p, false);
   }
   if (seq >= p->seq_in) p->seq_in = seq + 1;
+  if (!p->ack_due) {
+    p->ack_due = true;
+    g->acks[g->nacks++] = p->id;
+  }
 }
 
 /* A record from this node itself: a barrier coming back, or a service call
@@ -375,7 +413,7 @@ static void record_in(lc_gw *g, lc_peer *p, rec *r, uint64_t svc) {
     return;
   }
   check_seq(g, p, r->seq);
-  if (r->kind >= LC_W_SVC_ACK && r->kind <= LC_W_SVC_LIST) {
+  if (lc_gateway_kind(r->kind)) {
     gateway_rec(g, p, r);
     return;
   }

@@ -81,22 +81,12 @@ void ty_port_unpark(ty_runtime *rt) {
 
 /* ---- from the workers -------------------------------------------------- */
 
-size_t ty_port_take(ty_runtime *rt, ty_msg **out, size_t max) {
-  ty__port *p = rt->port;
-  size_t got = 0;
-  /* Round robin over the workers' rings, so that a busy one does not keep
-   * the others waiting; each ring is taken in order. */
-  for (unsigned k = 0; k < rt->n && got < max; k++) {
-    unsigned from = (p->next_from + k) % rt->n;
-    got += ty__mesh_drain(&rt->mesh, rt->n, from, (ty__node **)(out + got),
-                          max - got);
-  }
-  p->next_from = (p->next_from + 1) % rt->n;
-  if (got < max && ty__inject_len(&p->inbox)) {
-    ty__node *n;
-    size_t k = ty__inject_pop_n(&p->inbox, max - got, &n);
-    for (; k && n; k--, n = n->next) out[got++] = (ty_msg *)n;
-  }
+size_t ty_port_take(ty_runtime *rt, unsigned from, ty_msg **out, size_t max) {
+  if (from < rt->n)
+    return ty__mesh_drain(&rt->mesh, rt->n, from, (ty__node **)out, max);
+  ty__node *n;
+  size_t k = ty__inject_pop_n(&rt->port->inbox, max, &n), got = 0;
+  for (; got < k && n; n = n->next) out[got++] = (ty_msg *)n;
   return got;
 }
 

@@ -165,7 +165,6 @@ struct ty_worker {
 typedef struct ty__port {
   /* ---- written by the port's thread only ---- */
   uint64_t dirty_mask; /* workers with entries staged by the port */
-  unsigned next_from;  /* take: the worker ring to look at first */
   int wake_fd;
   /* ---- written by other threads ---- */
   alignas(TY_PAD) _Atomic uint32_t park; /* TY__RUNNING / PARKED / NOTIFIED */

@@ -362,8 +362,11 @@ int ty_port_fd(ty_runtime *rt);
  * after the sleep, or at once when this returns false. */
 bool ty_port_park(ty_runtime *rt);
 void ty_port_unpark(ty_runtime *rt);
-/* Takes up to max messages sent to the port (from each worker in order). */
-size_t ty_port_take(ty_runtime *rt, ty_msg **out, size_t max);
+/* Takes up to max messages, in order, that worker `from` sent to the port
+ * (from == ty_runtime_workers(rt): those sent by threads that are not
+ * workers). The caller chooses the order of the workers, and may leave a
+ * worker's ring alone (its senders then wait, as for any full ring). */
+size_t ty_port_take(ty_runtime *rt, unsigned from, ty_msg **out, size_t max);
 /*
  * Where m (for a local pid) goes: TY_PORT_DONE when it was handed over
  * already (a spawn request not started yet takes it), else the worker whose

@@ -128,7 +128,7 @@ function C.nats_start(opts)
   srv.pid = spawn(("exec nats-server -a 127.0.0.1 -p %d -js -sd %s %s")
     :format(srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
   local what = opts.ready or "Server is ready"
-  C.wait(function() return slurp(srv.log):find(what, 1, true) end, 10,
+  C.wait(function() return slurp(srv.log):find(what, 1, true) end, 30,
     "nats-server on port " .. srv.port .. ": " .. slurp(srv.log))
   return srv
 end
@@ -177,8 +177,9 @@ function C.node_start(name, url, opts)
   local dir = tmpdir()
   local node = { name = name, log = dir .. "/out", dir = dir }
   local script = opts.script or C.agent
-  local cmd = "cd %s && exec env %s build/bin/tycho --workers %d --node %s --nats %s %s %s %s"
-  node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", opts.workers or 2, name, url,
+  local cmd = "cd %s && exec env %s build/bin/tycho --workers %d %s --node %s --nats %s %s %s %s"
+  node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", opts.workers or 2, opts.flags or "",
+    name, url,
       opts.cluster and ("--cluster " .. opts.cluster) or "", H.quote(script),
       opts.args or ""), node.log)
   if opts.wait ~= false then
