@@ -25,7 +25,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-nats-server -a 127.0.0.1 -p "$port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || echo /usr/sbin/nats-server)}
+"$NATS_SERVER" -a 127.0.0.1 -p "$port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 200); do grep -q "Server is ready" "$dir/nats.log" && break; sleep 0.02; done
 url=nats://127.0.0.1:$port

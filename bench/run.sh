@@ -234,7 +234,8 @@ source "$ROOT/bench/net.sh"
 # cluster_msgs` (publisher -> subscriber processes, 16-byte messages) and
 # `nats-c cluster_call` (request -> echo process -> reply).
 run_cluster() {
-    if ! command -v nats-server >/dev/null || [ ! -x "$BUILD/nats_raw" ]; then
+    if ! { command -v nats-server || [ -x /usr/sbin/nats-server ]; } >/dev/null ||
+        [ ! -x "$BUILD/nats_raw" ]; then
         out "# cluster: nats-server or $BUILD/nats_raw missing (make deps; make bench), skipped"
         return
     fi

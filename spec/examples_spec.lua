@@ -141,4 +141,25 @@ describe("examples/redis_counter.lua", function()
       os.remove(log)
       assert(ok, err)
     end)
+  it("cluster/run.sh serves wordcount from nodes a and b to a client on node c", function()
+    if not require("support.cluster").available() then
+      pending("nats-server is not installed (make deps)")
+      return
+    end
+    local p = io.popen(("cd %s && timeout 120 examples/cluster/run.sh 400 2>&1; echo \"__rc=$?\"")
+      :format(q(repo_root())))
+    local out = p:read("*a")
+    p:close()
+    assert.matches("__rc=0", out, 1, true)
+    assert.matches("client: node c sees a, b, c", out, 1, true)
+    local served, nodes = 0, {}
+    for node, n in out:match("answered by ([^\n]*)"):gmatch("(%a)/%d=(%d+)") do
+      served, nodes[node] = served + tonumber(n), true
+    end
+    assert.equal(400, served, out)
+    assert.is_true(nodes.a and nodes.b, out) -- spread over both service nodes
+    assert.matches("a service nobody serves: noproc", out, 1, true)
+    assert.matches("service: node a stops", out, 1, true)
+    assert.matches("service: node b stops", out, 1, true)
+  end)
 end)

@@ -23,7 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-nats-server -a 127.0.0.1 -p "$port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || echo /usr/sbin/nats-server)}
+"$NATS_SERVER" -a 127.0.0.1 -p "$port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do grep -q "Server is ready" "$dir/nats.log" && break; sleep 0.05; done
 url=nats://127.0.0.1:$port

@@ -10,9 +10,21 @@ local C = {}
 
 local function sh(cmd) return H.sh(cmd) end
 
-function C.available()
-  return os.execute("command -v nats-server >/dev/null 2>&1") == 0
-end
+-- nats-server: on PATH, or where Debian puts it (/usr/sbin is not on
+-- every user's PATH).
+C.nats_bin = (function()
+  local p = io.popen("command -v nats-server 2>/dev/null")
+  local path = p:read("*l")
+  p:close()
+  if path and path ~= "" then return path end
+  local f = io.open("/usr/sbin/nats-server")
+  if f then
+    f:close()
+    return "/usr/sbin/nats-server"
+  end
+end)()
+
+function C.available() return C.nats_bin ~= nil end
 
 -- A TCP port that was free a moment ago.
 function C.free_port()
@@ -125,8 +137,8 @@ function C.nats_start(opts)
   srv.url = "nats://127.0.0.1:" .. srv.port
   srv.log = srv.dir .. "/server.log"
   local extra = opts.args or ""
-  srv.pid = spawn(("exec nats-server -a 127.0.0.1 -p %d -js -sd %s %s")
-    :format(srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
+  srv.pid = spawn(("exec %s -a 127.0.0.1 -p %d -js -sd %s %s")
+    :format(C.nats_bin, srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
   local what = opts.ready or "Server is ready"
   C.wait(function() return slurp(srv.log):find(what, 1, true) end, 30,
     "nats-server on port " .. srv.port .. ": " .. slurp(srv.log))
@@ -170,6 +182,8 @@ end
 
 local ROOT = H.repo_root()
 C.agent = ROOT .. "/spec/fixtures/cluster_agent.lua"
+-- The launcher the nodes run (TYCHO_LAUNCHER: a sanitizer build, say).
+C.launcher = os.getenv("TYCHO_LAUNCHER") or "build/bin/tycho"
 
 -- Starts `tycho --node name --nats url script args...`; returns {pid=, log=}.
 function C.node_start(name, url, opts)
@@ -177,8 +191,9 @@ function C.node_start(name, url, opts)
   local dir = tmpdir()
   local node = { name = name, log = dir .. "/out", dir = dir }
   local script = opts.script or C.agent
-  local cmd = "cd %s && exec env %s build/bin/tycho --workers %d %s --node %s --nats %s %s %s %s"
-  node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", opts.workers or 2, opts.flags or "",
+  local cmd = "cd %s && exec env %s %s --workers %d %s --node %s --nats %s %s %s %s"
+  node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", C.launcher, opts.workers or 2,
+    opts.flags or "",
     name, url,
       opts.cluster and ("--cluster " .. opts.cluster) or "", H.quote(script),
       opts.args or ""), node.log)
