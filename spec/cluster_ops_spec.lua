@@ -38,6 +38,20 @@ describe("a node alone", function()
     assert.matches("false\t[^\n]*not in a cluster", out)
   end)
 
+  it("forgets a run's service members when the run ends", function()
+    local first = tycho.run(function()
+      tycho.spawn(function()
+        tycho.join("kept")
+        while true do tycho.recv() tycho.reply("here") end
+      end)
+      tycho.sleep(0.05)
+      return tycho.call({ service = "kept" }, "x")
+    end)
+    local second = { tycho.run(function() return tycho.call({ service = "kept" }, "x") end) }
+    assert.equal("here", first)
+    assert.same({ nil, "noproc" }, second)
+  end)
+
   it("refuses bad cluster settings with a clear message", function()
     local rc, _, err = H.tycho("--node 'a b' x.lua")
     assert.equal(2, rc)

@@ -113,9 +113,9 @@ const char *lc_svc_name(uint64_t id);
  * local member / lost its last one. */
 bool lc_svc_add(uint64_t id, ty_pid pid);
 bool lc_svc_remove(uint64_t id, ty_pid pid);
-/* An ending actor leaves every service; the gateway hears of those that
- * lost their last member (LC_REQ_LEAVE). */
-void lc_svc_drop_pid(ty_pid pid);
+/* An ending actor leaves every service; returns the ids of those that lost
+ * their last member (at most max of them). */
+size_t lc_svc_drop_pid(ty_pid pid, uint64_t *emptied, size_t max);
 /* A live local member (round robin, never `exclude`), or 0. */
 ty_pid lc_svc_local(uint64_t id, ty_pid exclude);
 /* The ids of the services with local members now; returns how many (at
@@ -125,7 +125,7 @@ size_t lc_svc_local_ids(uint64_t *out, size_t max);
 void lc_svc_set_node(unsigned node, const uint64_t *ids, size_t n);
 /* Does a node other than this one serve it? */
 bool lc_svc_remote(uint64_t id);
-void lc_svc_reset(void); /* at the end of a run */
+void lc_svc_reset(void); /* at the end of every run */
 
 /* ---- global names (ctl.c) ----------------------------------------------- */
 

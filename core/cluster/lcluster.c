@@ -181,11 +181,28 @@ static void stop(void) {
   atomic_store_explicit(&lt_g.remote_max, 0, memory_order_relaxed);
   lc_gw_stop();
   lc_ctl_stop();
-  lc_svc_reset();
+}
+
+/* After every run, in a cluster or not: members of services are pids of a
+ * runtime that is gone. */
+static void run_end(void) { lc_svc_reset(); }
+
+/* A request to the gateway (to = 0). */
+static void to_gateway(uint32_t kind, uint64_t aux, uint64_t ref,
+                       const char *data, size_t len) {
+  ty_msg *m = ty_msg_new(len);
+  if (len) memcpy(m->data, data, len);
+  m->kind = kind;
+  m->aux = aux;
+  m->ref = ref;
+  if (ty_port_send(lt_g.rt, m)) ty_msg_free(m);
 }
 
 static void actor_exit(ty_pid pid) {
-  lc_svc_drop_pid(pid);
+  uint64_t emptied[16];
+  size_t n = lc_svc_drop_pid(pid, emptied, 16);
+  for (size_t i = 0; i < n && active(); i++)
+    to_gateway(LC_REQ_LEAVE, emptied[i], 0, NULL, 0);
   lc_kv_drop_pid(pid);
 }
 
@@ -222,17 +239,6 @@ static int service_pick(lua_State *L, int idx, ty_pid exclude, ty_pid *pid,
     return 2;
   }
   return 0;
-}
-
-/* A request to the gateway (to = 0). */
-static void to_gateway(uint32_t kind, uint64_t aux, uint64_t ref,
-                       const char *data, size_t len) {
-  ty_msg *m = ty_msg_new(len);
-  if (len) memcpy(m->data, data, len);
-  m->kind = kind;
-  m->aux = aux;
-  m->ref = ref;
-  if (ty_port_send(lt_g.rt, m)) ty_msg_free(m);
 }
 
 static int l_join(lua_State *L) {
@@ -387,6 +393,7 @@ static const lt_cluster_hooks hooks = {
     .join = join,
     .start = start,
     .stop = stop,
+    .run_end = run_end,
     .actor_exit = actor_exit,
     .service_pick = service_pick,
     .stats = stats,

@@ -101,20 +101,14 @@ bool lc_svc_remove(uint64_t id, ty_pid pid) {
   return last;
 }
 
-void lc_svc_drop_pid(ty_pid pid) {
-  if (!count()) return;
-  uint64_t emptied[16];
+size_t lc_svc_drop_pid(ty_pid pid, uint64_t *emptied, size_t max) {
+  if (!count()) return 0;
   size_t ne = 0;
   pthread_mutex_lock(&mu);
   for (size_t i = 0; i < nsvcs; i++)
-    if (remove_locked(svcs[i], pid) && ne < 16) emptied[ne++] = i + 1;
+    if (remove_locked(svcs[i], pid) && ne < max) emptied[ne++] = i + 1;
   pthread_mutex_unlock(&mu);
-  for (size_t i = 0; i < ne && lc_sh.rt; i++) {
-    ty_msg *m = ty_msg_new(0);
-    m->kind = LC_REQ_LEAVE;
-    m->aux = emptied[i];
-    if (ty_port_send(lc_sh.rt, m)) ty_msg_free(m);
-  }
+  return ne;
 }
 
 ty_pid lc_svc_local(uint64_t id, ty_pid exclude) {

@@ -254,6 +254,7 @@ static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
   stop_runtime(rt);
   lt_g.rt = NULL;
   ty_runtime_free(rt);
+  if (lt_g.cluster && lt_g.cluster->run_end) lt_g.cluster->run_end();
   lt_fn_clear();
   lt_graves_close();
   lt_names_clear();

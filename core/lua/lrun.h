@@ -27,6 +27,7 @@ typedef struct lt_cluster_hooks {
   void (*start)(ty_runtime *rt); /* the runtime exists, workers not started */
   void (*stop)(void);            /* before ty_runtime_stop (or after a join
                                   * whose runtime could not be created) */
+  void (*run_end)(void);         /* after every run, in a cluster or not */
   /* Every actor's end, on its worker (cheap when pid held nothing). */
   void (*actor_exit)(ty_pid pid);
   /* {service = name} at idx, for send and call: 1 and *pid for a member on

@@ -73,13 +73,29 @@ local function registry()
   return (os.getenv("TMPDIR") or "/tmp") .. "/tycho-spec-pids." .. me
 end
 
+-- The start time of process pid (field 22 of /proc/pid/stat), or nil: a
+-- pid and its start time name one process, even once the pid is reused.
+local function start_time(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return nil end
+  local stat = f:read("*l") or ""
+  f:close()
+  local rest = stat:match("%) (.*)$")
+  if not rest then return nil end
+  local i = 2 -- rest starts at field 3 (the state)
+  for field in rest:gmatch("%S+") do
+    i = i + 1
+    if i == 22 then return field end
+  end
+end
+
 -- Starts `cmd` in the background, its output in `log`; returns its pid.
 local function spawn(cmd, log)
   local rc, out = sh(("%s >%s 2>&1 & echo $!"):format(cmd, H.quote(log)))
   assert(rc == 0, "cannot start: " .. cmd)
   local pid = assert(tonumber(out:match("%d+")), "no pid for: " .. cmd)
   local f = assert(io.open(registry(), "a"))
-  f:write(pid, "\n")
+  f:write(pid, " ", start_time(pid) or "?", "\n")
   f:close()
   return pid
 end
@@ -108,13 +124,17 @@ local function stop_pid(pid, grace)
   if alive(pid) then kill(pid, "KILL") end
 end
 
--- Stops every process started here that still runs.
+-- Stops every process started here that still runs (the same process:
+-- its pid and its start time).
 function C.stop_all()
   local f = io.open(registry())
   if not f then return end
   for line in f:lines() do
-    local pid = tonumber(line)
-    if pid and C.alive(pid) then os.execute(("kill -KILL %d 2>/dev/null"):format(pid)) end
+    local pid, started = line:match("^(%d+) (%S+)")
+    pid = tonumber(pid)
+    if pid and C.alive(pid) and start_time(pid) == started then
+      os.execute(("kill -KILL %d 2>/dev/null"):format(pid))
+    end
   end
   f:close()
   os.remove(registry())
@@ -140,8 +160,12 @@ function C.nats_start(opts)
   srv.pid = spawn(("exec %s -a 127.0.0.1 -p %d -js -sd %s %s")
     :format(C.nats_bin, srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
   local what = opts.ready or "Server is ready"
-  C.wait(function() return slurp(srv.log):find(what, 1, true) end, 30,
-    "nats-server on port " .. srv.port .. ": " .. slurp(srv.log))
+  C.wait(function()
+    local log = slurp(srv.log)
+    if log:find(what, 1, true) then return true end
+    if not C.alive(srv.pid) then error("nats-server on port " .. srv.port .. " ended: " .. log) end
+  end, 30, ("nats-server on port %d (pid %d, %s): %s"):format(srv.port, srv.pid,
+    C.alive(srv.pid) and "alive" or "gone", slurp(srv.log)))
   return srv
 end
 
