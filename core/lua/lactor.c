@@ -306,13 +306,12 @@ static int wake_recv(ty_actor *a, lt_actor *la) {
   return n;
 }
 
+/* The reply waits in the actor's awaited slot (ty.h), not in the mailbox:
+ * O(1) whatever the backlog. */
 static int wake_call(ty_actor *a, lt_actor *la) {
-  ty_msg *prev = NULL;
-  for (ty_msg *m = ty_mbox_first(a); m; prev = m, m = ty_mbox_next(m)) {
-    if (m->ref != la->call_ref ||
-        (m->kind != LT_REPLY && m->kind != LT_REPLY_ERR))
-      continue;
-    ty_mbox_remove(a, prev, m);
+  ty_msg *m = ty_actor_take_awaited(a);
+  if (m && m->ref == la->call_ref &&
+      (m->kind == LT_REPLY || m->kind == LT_REPLY_ERR)) {
     int n;
     if (m->kind == LT_REPLY) {
       n = decode_into(la->co, m);
@@ -324,6 +323,7 @@ static int wake_call(ty_actor *a, lt_actor *la) {
     ty_msg_free(m);
     return n;
   }
+  if (m) ty_msg_free(m); /* carries the ref but is no reply: cannot be */
   if (ty_actor_timed_out(a)) return push_timeout(la->co);
   return rewait(a, la, la->call_ref);
 }
@@ -337,6 +337,10 @@ static int wake_args(ty_actor *a, lt_actor *la) {
     if (!ty_actor_timed_out(a)) return rewait(a, la, UINT64_MAX);
     return 0;
   case LT_W_YIELD: lua_pushboolean(la->co, 1); return 1;
+  case LT_W_FULL:
+    lua_pushnil(la->co);
+    lua_pushliteral(la->co, "full");
+    return 2;
   case LT_W_EXT: return la->ext_wake(la->co, a, la, ty_actor_timed_out(a));
   }
   return 0;
@@ -349,7 +353,7 @@ static int after_yield(ty_actor *a, lt_actor *la) {
     lua_settop(la->co, 0);
     la->wait = LT_W_YIELD;
   }
-  if (la->wait == LT_W_YIELD) return TY_YIELD;
+  if (la->wait == LT_W_YIELD || la->wait == LT_W_FULL) return TY_YIELD;
   /* A signal that arrived while it ran (one it sent itself, or one queued
    * before its start) would not end this wait: run again to handle it; the
    * wait is then re-armed with its deadline (wake_args). */

@@ -30,7 +30,17 @@ enum {
 };
 
 /* What a suspended actor waits for. */
-enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD, LT_W_EXT };
+/* LT_W_FULL: yielded after a send refused by a full mailbox, so that the
+ * receiver may drain it; resumes with nil, "full". */
+enum {
+  LT_W_NONE = 0,
+  LT_W_RECV,
+  LT_W_CALL,
+  LT_W_SLEEP,
+  LT_W_YIELD,
+  LT_W_EXT,
+  LT_W_FULL
+};
 
 typedef struct lt_actor lt_actor;
 

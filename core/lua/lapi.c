@@ -7,6 +7,7 @@
  * Misuse raises an error that says what to do; expected failures return nil
  * plus a short token ("timeout", "noproc", "dead").
  */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -187,6 +188,18 @@ static int maybe_block(lua_State *L, lt_cur c) {
   return lua_yield(L, 0);
 }
 
+/* A send refused: "noproc", or "full" after a yield (from the actor's own
+ * coroutine), so that a sender retrying in a loop lets the receiver, or the
+ * other actors of its worker, run. */
+static int send_failed(lua_State *L, lt_cur c, ty_msg *m, int rc) {
+  ty__codec_release(m->data, m->len);
+  ty_msg_free(m);
+  if (rc != -ENOBUFS) return lt_push_fail(L, "noproc");
+  if (L != c.la->co) return lt_push_fail(L, "full");
+  c.la->wait = LT_W_FULL;
+  return lua_yield(L, 0);
+}
+
 static int l_send(lua_State *L) {
   lt_cur c = lt_current(L, "send");
   ty_pid to = lt_check_dest(L, 1, "send");
@@ -194,11 +207,8 @@ static int l_send(lua_State *L) {
   ty_msg *m = lt_encode_msg(L, 2, lua_gettop(L) - 1, "send");
   m->to = to;
   m->kind = LT_MSG;
-  if (ty_send(lt_g.rt, m)) {
-    ty__codec_release(m->data, m->len);
-    ty_msg_free(m);
-    return lt_push_fail(L, "noproc");
-  }
+  int rc = ty_send_limited(lt_g.rt, m);
+  if (rc) return send_failed(L, c, m, rc);
   return maybe_block(L, c);
 }
 
@@ -245,11 +255,8 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   m->kind = LT_CALL;
   m->ref = lw->next_ref++;
   uint64_t ref = m->ref;
-  if (ty_send(lt_g.rt, m)) {
-    ty__codec_release(m->data, m->len);
-    ty_msg_free(m);
-    return lt_push_fail(L, "noproc");
-  }
+  int rc = ty_send_limited(lt_g.rt, m);
+  if (rc) return send_failed(L, c, m, rc);
   c.la->call_ref = ref;
   c.la->call_to = to;
   lt_wait_for(c, LT_W_CALL, timeout, ref);

@@ -238,7 +238,8 @@ static int l_kill(lua_State *L) {
 #define STAT_FIELDS(X)                                                         \
   X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks)                \
   X(mesh_sent) X(mesh_received) X(inject_pops) X(spawns_placed)                \
-  X(spawns_remote) X(actors) X(preempts) X(stuck)
+  X(spawns_remote) X(actors) X(preempts) X(stuck) X(mailbox)               \
+  X(mailbox_bytes) X(sends_full)
 /* clang-format on */
 
 static int l_stats(lua_State *L) {
@@ -256,8 +257,13 @@ static int l_stats(lua_State *L) {
   total.f += s.f;
     STAT_FIELDS(SET)
 #undef SET
+    lua_pushnumber(L, (lua_Number)s.mailbox_hwm); /* a maximum, not a sum */
+    lua_setfield(L, -2, "mailbox_hwm");
+    if (s.mailbox_hwm > total.mailbox_hwm) total.mailbox_hwm = s.mailbox_hwm;
     lua_rawseti(L, -2, (int)i + 1);
   }
+  lua_pushnumber(L, (lua_Number)total.mailbox_hwm);
+  lua_setfield(L, -2, "mailbox_hwm");
 #define SETT(f)                                                                \
   lua_pushnumber(L, (lua_Number)total.f);                                      \
   lua_setfield(L, -2, #f);

@@ -28,6 +28,26 @@ lt_global lt_g = {.io = -1,
 
 /* ---- config and run ----------------------------------------------------- */
 
+static lua_Number check_count(lua_State *L, const char *k, lua_Number max) {
+  lua_Number v = luaL_checknumber(L, -1);
+  if (!(v >= 1 && v <= max) || floor(v) != v)
+    luaL_error(L, "tycho.config: %s must be an integer from 1 to %.0f", k, max);
+  return v;
+}
+
+/* max_mailbox (messages), max_mailbox_bytes, mailbox_warn (messages): the
+ * value on top of L. False for another key. */
+static bool config_mailbox(lua_State *L, const char *k) {
+  if (strcmp(k, "max_mailbox") == 0)
+    lt_g.max_mailbox = (uint32_t)check_count(L, k, 4294967295.0);
+  else if (strcmp(k, "max_mailbox_bytes") == 0)
+    lt_g.max_mailbox_bytes = (uint64_t)check_count(L, k, 9007199254740992.0);
+  else if (strcmp(k, "mailbox_warn") == 0)
+    lt_g.mailbox_warn = (uint32_t)check_count(L, k, 4294967295.0);
+  else return false;
+  return true;
+}
+
 static int l_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (lt_g.rt)
@@ -66,6 +86,7 @@ static int l_config(lua_State *L) {
       if (!(v >= 0))
         return luaL_error(L, "tycho.config: stop_timeout must be >= 0");
       lt_g.stop_timeout = v;
+    } else if (config_mailbox(L, k)) {
     } else if (strcmp(k, "io") == 0) {
       int io = ty__io_kind_parse(luaL_checkstring(L, -1));
       if (io < 0)
@@ -90,7 +111,8 @@ static int l_config(lua_State *L) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
-                        "stop_timeout, debug, log_level, log_format, "
+                        "stop_timeout, debug, max_mailbox, max_mailbox_bytes, "
+                        "mailbox_warn, log_level, log_format, "
                         "pool_max, pool_queue, pool_idle)",
                         k);
     }
@@ -185,6 +207,9 @@ static void run_config(lua_State *L, ty_config *cfg) {
   cfg->io = io_kind(L);
   cfg->max_slice_ns = (uint64_t)(lt_g.max_slice * 1e9);
   cfg->stop_timeout_ns = (uint64_t)(lt_g.stop_timeout * 1e9);
+  if (lt_g.max_mailbox) cfg->mbox_max = lt_g.max_mailbox;
+  if (lt_g.max_mailbox_bytes) cfg->mbox_max_bytes = lt_g.max_mailbox_bytes;
+  if (lt_g.mailbox_warn) cfg->mbox_warn = lt_g.mailbox_warn;
 }
 
 /* Stops the runtime within stop_timeout (the pool's jobs included), and

@@ -182,30 +182,42 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
 
 /* ---- messages ---------------------------------------------------------- */
 
-/* The receiver has not started: queue on its entry under the lock bit. */
-static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
+/* The receiver has not started: queue on its entry under the lock bit.
+ * Returns 1 when queued, 0 to try again (*word reloaded), -ENOBUFS when a
+ * limited send finds `limit` messages waiting already. */
+static int send_pending(ty__pident *e, ty_msg *m, uint64_t *word,
+                        uint32_t limit) {
   uint64_t w = *word;
   if (ty__w_locked(w)) {
     ty__cpu_relax();
     *word = atomic_load_explicit(&e->word, memory_order_acquire);
-    return false;
+    return 0;
   }
   /* acquire: see the list as the previous lock holder left it. */
   if (!atomic_compare_exchange_weak_explicit(&e->word, word, w | 1,
                                              memory_order_acquire,
                                              memory_order_acquire))
-    return false;
+    return 0;
   TY_CHAOS(); /* the starter spins on the lock bit meanwhile */
   /* relaxed: guarded by the lock bit. */
-  m->node.next =
-      (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
-  atomic_store_explicit(&e->pending, m, memory_order_relaxed);
+  uint32_t n = atomic_load_explicit(&e->npending, memory_order_relaxed);
+  if (n < limit) {
+    m->node.next =
+        (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
+    atomic_store_explicit(&e->pending, m, memory_order_relaxed);
+    atomic_store_explicit(&e->npending, n + 1, memory_order_relaxed);
+  }
   /* release: the starter's acquire CAS sees the list. */
   atomic_store_explicit(&e->word, w, memory_order_release);
-  return true;
+  return n < limit ? 1 : -ENOBUFS;
 }
 
-int ty_send(ty_runtime *rt, ty_msg *m) {
+static int refused(ty_worker *w) {
+  if (w) TY__STAT_ADD(w, sends_full, 1);
+  return -ENOBUFS;
+}
+
+static int send_msg(ty_runtime *rt, ty_msg *m, bool limited) {
   ty__pident *e;
   uint64_t word = ty__pidtab_lookup(&rt->pids, m->to, &e);
   if (!word) return -ESRCH;
@@ -216,9 +228,12 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
         ty__w_state(word) == TY__S_FREE)
       return -ESRCH;
     if (ty__w_state(word) == TY__S_PENDING) {
-      if (send_pending(e, m, &word)) return 0;
-      continue;
+      int r =
+          send_pending(e, m, &word, limited ? rt->cfg.mbox_max : UINT32_MAX);
+      if (r == 0) continue;
+      return r > 0 ? 0 : refused(w);
     }
+    if (limited && ty__w_full(word)) return refused(w);
     unsigned home = ty__w_home(word);
     if (!w) {
       send_node_from_thread(rt, home, &m->node);
@@ -230,6 +245,10 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
     return 0;
   }
 }
+
+int ty_send(ty_runtime *rt, ty_msg *m) { return send_msg(rt, m, false); }
+
+int ty_send_limited(ty_runtime *rt, ty_msg *m) { return send_msg(rt, m, true); }
 
 bool ty_pid_alive(ty_runtime *rt, ty_pid pid) {
   ty__pident *e;

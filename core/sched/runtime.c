@@ -22,6 +22,9 @@ void ty_config_init(ty_config *c) {
   c->spin_ns = 50000;
   c->max_slice_ns = 1000000000ull;
   c->stop_timeout_ns = 5000000000ull;
+  c->mbox_max = TY_MBOX_MAX;
+  c->mbox_max_bytes = TY_MBOX_MAX_BYTES;
+  c->mbox_warn = TY_MBOX_WARN;
   const char *pin = getenv("TYCHO_PIN");
   c->pin = pin && *pin == '1';
 }
@@ -39,6 +42,7 @@ static int check_config(ty_config *c) {
   if (!pow2(c->mesh_ring) || !pow2(c->spawnq_cap) ||
       c->spawnq_cap > TY__SPAWNQ_CAP || c->budget == 0)
     return -EINVAL;
+  if (c->mbox_max == 0 || c->mbox_max_bytes == 0) return -EINVAL;
   if (c->gq_interval_seed < 2) c->gq_interval_seed = 2;
   if (c->gq_interval_seed > 127) c->gq_interval_seed = 127;
   return 0;
@@ -156,6 +160,10 @@ void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   GET(spawns_remote);
   GET(actors);
   GET(preempts);
+  GET(mailbox);
+  GET(mailbox_bytes);
+  GET(mailbox_hwm);
+  GET(sends_full);
 #undef GET
   o->stuck = ty_worker_is_stuck(rt, i);
 }

@@ -67,6 +67,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   TY_CHAOS(); /* senders see LIVE and go to the mailbox meanwhile */
   /* relaxed: ordered by the CAS above; no sender touches it after LIVE. */
   ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
+  atomic_store_explicit(&e->npending, 0, memory_order_relaxed);
   ty_msg *rev = NULL;
   while (m) { /* pending is newest first */
     ty_msg *next = (ty_msg *)m->node.next;
@@ -76,7 +77,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   }
   while (rev) {
     ty_msg *next = (ty_msg *)rev->node.next;
-    ty__mbox_append(a, rev);
+    ty__mbox_append(w, a, rev);
     rev = next;
   }
   w->live++;
@@ -122,6 +123,7 @@ static void finish_actor(ty_worker *w, ty_actor *a) {
   ty__free_slot(w, a);
   ty__mtimer_drop_owned(w, a); /* its timers end with it */
   ty_msg *m;
+  if ((m = ty_actor_take_awaited(a))) ty__undeliverable(w, m);
   while ((m = ty_mbox_pop(a))) ty__undeliverable(w, m);
   rt->ops.destroy(a, w, rt->ud);
   ty__actor_free(a);
@@ -160,7 +162,7 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   a->started = true;
   TY__STAT_ADD(w, polls, 1);
   bool blocked = a->flags & TY__AF_SEND_BLOCKED;
-  a->flags &= ~TY__AF_SEND_BLOCKED;
+  a->flags &= ~(TY__AF_SEND_BLOCKED | TY__AF_SEND_YIELD);
   if (r == TY_DONE) {
     finish_actor(w, a);
   } else if (blocked && r == TY_YIELD) {
