@@ -129,8 +129,7 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
   lt_actor *la = lt_actor_new();
   la->fn_kind = (uint8_t)kind;
   la->fn = fn;
-  la->spawn = args;
-  la->spawn_len = (uint32_t)len;
+  lt_actor_set_spawn(la, args, len);
   return la;
 }
 
@@ -159,8 +158,10 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
 
 /* ---- spawn, self, send -------------------------------------------------- */
 
+/* Over max_memory, no new actor: nil, "nomem" (lmem.h). */
 static int l_spawn(lua_State *L) {
   lt_current(L, "spawn");
+  if (lt_mem_over()) return lt_push_fail(L, "nomem");
   lt_actor *la = lt_spawn_request(L, 1, 2, "spawn");
   ty_pid pid;
   if (ty_spawn(lt_g.rt, la, &pid)) {
@@ -228,7 +229,9 @@ static int l_recv(lua_State *L) {
     if (m->kind == LT_CALL) lt_owed_push(c.la, m->from, m->ref);
     lua_settop(L, 0);
     char err[256];
+    c.la->inflight = m; /* freed at the actor's end if the decode raises */
     int n = ty__codec_decode(L, m->data, m->len, err, sizeof err);
+    c.la->inflight = NULL;
     ty_msg_free(m);
     if (n < 0) return luaL_error(L, "tycho.recv: bad message: %s", err);
     return n;

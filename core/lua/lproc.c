@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "lapi.h"
+#include "lmem.h"
 #include "lnames.h"
 #include "lpool.h"
 #include "lrun.h"
@@ -246,6 +247,7 @@ static int l_stats(lua_State *L) {
   if (!lt_g.rt) return luaL_error(L, "tycho.stats: the runtime is not running");
   unsigned n = ty_runtime_workers(lt_g.rt);
   ty_worker_stats total = {0};
+  size_t lua_total = 0;
   lua_createtable(L, (int)n, 16);
   for (unsigned i = 0; i < n; i++) {
     ty_worker_stats s;
@@ -259,11 +261,20 @@ static int l_stats(lua_State *L) {
 #undef SET
     lua_pushnumber(L, (lua_Number)s.mailbox_hwm); /* a maximum, not a sum */
     lua_setfield(L, -2, "mailbox_hwm");
+    lua_pushnumber(L, (lua_Number)lt_heap_used(i));
+    lua_setfield(L, -2, "lua_memory");
+    lua_total += lt_heap_used(i);
     if (s.mailbox_hwm > total.mailbox_hwm) total.mailbox_hwm = s.mailbox_hwm;
     lua_rawseti(L, -2, (int)i + 1);
   }
   lua_pushnumber(L, (lua_Number)total.mailbox_hwm);
   lua_setfield(L, -2, "mailbox_hwm");
+  lua_pushnumber(L, (lua_Number)lua_total);
+  lua_setfield(L, -2, "lua_memory");
+  lua_pushnumber(L, (lua_Number)lt_mem_total());
+  lua_setfield(L, -2, "memory");
+  lua_pushnumber(L, (lua_Number)lt_g.run_max_memory);
+  lua_setfield(L, -2, "max_memory");
 #define SETT(f)                                                                \
   lua_pushnumber(L, (lua_Number)total.f);                                      \
   lua_setfield(L, -2, #f);

@@ -15,6 +15,7 @@
 #include "io/io.h"
 #include "lapi.h"
 #include "lfn.h"
+#include "lmem.h"
 #include "lnames.h"
 #include "lpool.h"
 #include "lrun.h"
@@ -35,10 +36,26 @@ static lua_Number check_count(lua_State *L, const char *k, lua_Number max) {
   return v;
 }
 
-/* max_mailbox (messages), max_mailbox_bytes, mailbox_warn (messages): the
- * value on top of L. False for another key. */
+static size_t check_bytes(lua_State *L, const char *k, size_t min) {
+  lua_Number v = luaL_checknumber(L, -1);
+  if (!(v >= (lua_Number)min && v <= 9007199254740992.0) || floor(v) != v)
+    luaL_error(L,
+               "tycho.config: %s must be a number of bytes, at least %d "
+               "(or false for the default)",
+               k, (int)min);
+  return (size_t)v;
+}
+
+/* max_mailbox (messages), max_mailbox_bytes, mailbox_warn (messages),
+ * max_memory and actor_memory (bytes; false: the default, none): the value
+ * on top of L. False for another key. */
 static bool config_mailbox(lua_State *L, const char *k) {
-  if (strcmp(k, "max_mailbox") == 0)
+  bool off = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+  if (strcmp(k, "max_memory") == 0)
+    lt_g.max_memory = off ? 0 : check_bytes(L, k, 4 << 20);
+  else if (strcmp(k, "actor_memory") == 0)
+    lt_g.actor_memory = off ? 0 : check_bytes(L, k, 64 << 10);
+  else if (strcmp(k, "max_mailbox") == 0)
     lt_g.max_mailbox = (uint32_t)check_count(L, k, 4294967295.0);
   else if (strcmp(k, "max_mailbox_bytes") == 0)
     lt_g.max_mailbox_bytes = (uint64_t)check_count(L, k, 9007199254740992.0);
@@ -111,9 +128,10 @@ static int l_config(lua_State *L) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
-                        "stop_timeout, debug, max_mailbox, max_mailbox_bytes, "
-                        "mailbox_warn, log_level, log_format, "
-                        "pool_max, pool_queue, pool_idle)",
+                        "stop_timeout, debug, max_memory, actor_memory, "
+                        "max_mailbox, max_mailbox_bytes, mailbox_warn, "
+                        "log_level, log_format, pool_max, pool_queue, "
+                        "pool_idle)",
                         k);
     }
     lua_pop(L, 1);
@@ -210,6 +228,10 @@ static void run_config(lua_State *L, ty_config *cfg) {
   if (lt_g.max_mailbox) cfg->mbox_max = lt_g.max_mailbox;
   if (lt_g.max_mailbox_bytes) cfg->mbox_max_bytes = lt_g.max_mailbox_bytes;
   if (lt_g.mailbox_warn) cfg->mbox_warn = lt_g.mailbox_warn;
+  ty__log_start(); /* now, while memory is plenty (log.h) */
+  lt_g.run_max_memory =
+      lt_g.max_memory ? lt_g.max_memory : lt_mem_default_max();
+  lt_mem_start(lt_g.run_max_memory, lt_g.actor_memory);
 }
 
 /* Stops the runtime within stop_timeout (the pool's jobs included), and
@@ -305,9 +327,9 @@ static int l_run_file(lua_State *L) {
     lt_actor_free(la);
     return luaL_error(L, "tycho: %s", err);
   }
-  la->spawn = ty__alloc(b.len);
-  memcpy(la->spawn, b.data, b.len);
-  la->spawn_len = (uint32_t)b.len;
+  char *args = ty__alloc(b.len);
+  memcpy(args, b.data, b.len);
+  lt_actor_set_spawn(la, args, b.len);
   ty__buf_free(&b);
   la->origin = strdup(lua_tostring(L, 1));
   return run_main(L, &cfg, la);

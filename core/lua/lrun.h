@@ -23,6 +23,9 @@ typedef struct lt_global {
   bool debug; /* config{debug = true} or TYCHO_DEBUG=1: extra checks */
   uint32_t max_mailbox, mailbox_warn; /* messages (0: the core's default) */
   uint64_t max_mailbox_bytes;         /* 0: the core's default */
+  size_t max_memory;                  /* 0: lt_mem_default_max() */
+  size_t actor_memory;                /* 0: no per-actor budget */
+  size_t run_max_memory;              /* the budget of the running tycho.run */
   char *path, *cpath; /* package.path/cpath handed to worker states */
   int argc;
   char **argv;

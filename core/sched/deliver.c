@@ -254,7 +254,7 @@ void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
   a->mbox.signals -= m->kind >= TY_MSG_SIGNAL;
   a->mbox.bytes -= msg_bytes(m);
   m->node.next = NULL;
-  ty_worker *w = ty_worker_current();
+  ty_worker *w = ty__tls_worker;
   TY__STAT_ADD(w, mailbox, (uint64_t)-1);
   TY__STAT_ADD(w, mailbox_bytes, (uint64_t)0 - msg_bytes(m));
   if (a->mbox.warned || a->mbox.full) mbox_shrank(w, a);

@@ -168,6 +168,16 @@ void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   o->stuck = ty_worker_is_stuck(rt, i);
 }
 
+uint64_t ty_runtime_mailbox_bytes(ty_runtime *rt) {
+  uint64_t sum = 0;
+  /* relaxed: counters; a sum of hints. A worker's count can only be read
+   * as a moment of its own history, so the sum is never negative. */
+  for (unsigned i = 0; i < rt->n; i++)
+    sum += atomic_load_explicit(&rt->workers[i].stats.mailbox_bytes,
+                                memory_order_relaxed);
+  return sum;
+}
+
 /* ---- leftovers ---------------------------------------------------------- */
 
 static void free_chain(ty_runtime *rt, ty__node *n) {

@@ -150,6 +150,12 @@ typedef struct ty_actor_ops {
    * set m->to now: a name resolved at delivery), or nonzero to drop it
    * (it then meets undeliverable). May be NULL: m goes to m->to as is. */
   int (*timer_due)(ty_msg *m, ty_worker *w, void *ud);
+  /* Runs the worker's loop: calls loop(w, NULL), which returns when the
+   * runtime stops. May be NULL (the loop is called directly). The binding
+   * runs the loop inside its error protection; when that catches an error
+   * unwinding out of a resume, it ends the actor and calls
+   * ty_worker_resume_failed, then the loop again. */
+  void (*run)(ty_worker *w, void (*loop)(ty_worker *w, void *arg), void *ud);
 } ty_actor_ops;
 
 /* Why running code is asked to stop (ty_actor_ops.interrupt). */
@@ -266,6 +272,10 @@ int ty_send_limited(ty_runtime *rt, ty_msg *m);
  * behind the receiver). */
 bool ty_send_blocked(const ty_actor *a);
 
+/* From ops->run, after an error unwound out of ops->resume: finish the
+ * interrupted run of the current actor as if resume had returned r. */
+void ty_worker_resume_failed(ty_worker *w, int r);
+
 /* The worker running the calling thread, or NULL. */
 ty_worker *ty_worker_current(void);
 unsigned ty_worker_id(const ty_worker *w);
@@ -373,5 +383,8 @@ bool ty_worker_is_stuck(ty_runtime *rt, unsigned i);
 void ty_worker_each_actor(ty_worker *w, void (*fn)(ty_actor *a, void *ud),
                           void *ud);
 void ty_worker_stats_get(ty_runtime *rt, unsigned worker, ty_worker_stats *out);
+/* Bytes queued in every mailbox now (the sum of the workers' mailbox_bytes;
+ * each term may lag by its worker's last message). Any thread. */
+uint64_t ty_runtime_mailbox_bytes(ty_runtime *rt);
 
 #endif

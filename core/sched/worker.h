@@ -15,6 +15,9 @@
 
 /* ---- worker.c ----------------------------------------------------------- */
 
+/* The calling thread's worker (ty_worker_current, inlined for the core). */
+extern _Thread_local ty_worker *ty__tls_worker;
+
 /* Timers, inbox and I/O: every `budget` polls and around parking. */
 void ty__maintenance(ty_worker *w);
 
