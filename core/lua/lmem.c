@@ -79,17 +79,28 @@ int64_t lt_mem_total(void) {
 
 bool lt_mem_over(void) { return t_over; }
 
+/* Is c to blame for the process being over budget? When it allocated a
+ * large share of it (1/32) in this run, or since the last collection cycle
+ * of its worker's state: a bomb does, an innocent actor that allocates a
+ * little at the wrong time does not. (Its lifetime count would not do: the
+ * garbage of an actor that churns is mostly freed while others run, so
+ * that count drifts up.) */
+static bool to_blame(const lt_heap *h, const lt_charge *c, size_t d) {
+  int64_t recent = c->epoch == h->epoch ? c->recent : 0;
+  return recent + (int64_t)d >= g_victim ||
+         (int64_t)(c->burst + d) >= g_victim || t_seen > g_hard;
+}
+
 /* Should growth by d, charged to c, fail? An actor over actor_memory does;
- * when the process is over max_memory, so does one that holds or just
- * allocated a large share of it (the one to blame: an innocent actor that
- * allocates a little at the wrong time goes on), and past max_memory plus
- * an eighth, everyone. Once refused, always refused: the actor is ending. */
-static bool refuse(lt_charge *c, size_t d) {
+ * over max_memory, the one to blame does, after a fresh look at the total;
+ * past max_memory plus an eighth, everyone. Once refused, always refused:
+ * the actor is ending. */
+static bool refuse(const lt_heap *h, lt_charge *c, size_t d) {
   if (c->doomed) return true;
   if (g_actor_max && c->mem + (int64_t)d > g_actor_max) goto doom;
-  if (!t_over) return false;
-  if (c->mem < g_victim && (int64_t)c->burst < g_victim && t_seen <= g_hard)
-    return false;
+  if (!t_over || !to_blame(h, c, d)) return false;
+  refresh();
+  if (!t_over || !to_blame(h, c, d)) return false;
 doom:
   c->doomed = true;
   return true;
@@ -97,13 +108,18 @@ doom:
 
 void *lt_mem_alloc(lt_heap *h, void *p, size_t osize, size_t nsize) {
   lt_charge *c = h->cur;
-  if (c && nsize > osize && refuse(c, nsize - osize)) return NULL;
+  if (c && nsize > osize && refuse(h, c, nsize - osize)) return NULL;
   void *q = h->f(h->ud, p, osize, nsize);
   if (!q && nsize) return NULL; /* the system is out: LuaJIT raises */
   int64_t d = (int64_t)nsize - (int64_t)osize;
   h->used += d;
   if (c) {
+    if (c->epoch != h->epoch) {
+      c->epoch = h->epoch;
+      c->recent = 0;
+    }
     c->mem += d;
+    c->recent += d;
     if (d > 0) c->burst += (size_t)d;
   }
   /* relaxed: a figure for tycho.stats, written by this thread only. */
@@ -122,11 +138,55 @@ void lt_mem_attach(lua_State *L, lt_heap *h) {
   h->used = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 +
             (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
   account((int64_t)h->used);
+  lt_mem_flush(); /* a state is counted at once, not once 64 KiB later */
   lua_setallocf(L, heap_alloc, h);
   t_heap = h;
 }
 
+/* ---- collection cycles ----------------------------------------------------
+ * A sentinel userdata that nothing references dies in the cycle after it
+ * was made; its __gc counts the cycle and makes the next one. */
+
+#define SENTINEL_MT "tycho.mem_sentinel"
+
+typedef struct sentinel {
+  lt_heap *h; /* NULL once the state closes */
+} sentinel;
+
+static void new_sentinel(lua_State *L, lt_heap *h) {
+  lt_charge *c = h->cur; /* the runtime's, not the actor's */
+  h->cur = NULL;
+  sentinel *s = lua_newuserdata(L, sizeof *s);
+  s->h = h;
+  h->sentinel = s;
+  lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL_MT);
+  lua_setmetatable(L, -2);
+  lua_pop(L, 1);
+  h->cur = c;
+}
+
+static int sentinel_gc(lua_State *L) {
+  sentinel *s = lua_touserdata(L, 1);
+  if (!s->h) return 0;
+  s->h->epoch++;
+  new_sentinel(L, s->h);
+  return 0;
+}
+
+static int watch(lua_State *L) {
+  lt_heap *h = lua_touserdata(L, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, sentinel_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL_MT);
+  new_sentinel(L, h);
+  return 0;
+}
+
+int lt_mem_watch(lua_State *L, lt_heap *h) { return lua_cpcall(L, watch, h); }
+
 void lt_mem_detach(lua_State *L, lt_heap *h) {
+  if (h->sentinel) ((sentinel *)h->sentinel)->h = NULL;
   lua_setallocf(L, h->f, h->ud);
   account(-(int64_t)h->used);
   h->used = 0;

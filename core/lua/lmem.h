@@ -30,9 +30,11 @@
 /* What an allocation is charged to: an actor (lt_actor.charge) or a
  * blocking job. */
 typedef struct lt_charge {
-  int64_t mem;  /* net bytes allocated while it ran (an estimate) */
-  size_t burst; /* bytes allocated in the current run */
-  bool doomed;  /* refused once: every later growth is refused too */
+  int64_t mem;    /* net bytes allocated while it ran (an estimate) */
+  int64_t recent; /* the same since the state's last collection cycle */
+  uint32_t epoch; /* the cycle `recent` counts in */
+  size_t burst;   /* bytes allocated in the current run */
+  bool doomed;    /* refused once: every later growth is refused too */
 } lt_charge;
 
 typedef struct lt_heap {
@@ -42,6 +44,8 @@ typedef struct lt_heap {
   size_t last_gc_used; /* used after the last collection forced here */
   lt_charge *cur;      /* charged now (NULL: the runtime's own work) */
   _Atomic size_t *pub; /* where `used` is published now and then, or NULL */
+  uint32_t epoch;      /* collection cycles completed (see lt_mem_watch) */
+  void *sentinel;      /* the garbage object whose __gc counts them */
 } lt_heap;
 
 /* Puts the accounting wrapper around L's allocator. A state whose own
@@ -50,6 +54,10 @@ void lt_mem_attach(lua_State *L, lt_heap *h);
 void *lt_mem_alloc(lt_heap *h, void *p, size_t osize, size_t nsize);
 /* Gives L its own allocator back: before lua_close, which must see it. */
 void lt_mem_detach(lua_State *L, lt_heap *h);
+/* Counts L's collection cycles into h->epoch (a sentinel object whose
+ * __gc makes the next one); after luaL_openlibs. 0 or a lua_cpcall
+ * status. */
+int lt_mem_watch(lua_State *L, lt_heap *h);
 
 /* From now on, L's allocations are charged to c (NULL: to nobody). */
 static inline void lt_mem_charge(lt_heap *h, lt_charge *c) {

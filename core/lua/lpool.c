@@ -233,7 +233,7 @@ static int new_ref_table(lua_State *L, const char *mode) {
 static int open_state(lua_State *L) {
   lp_thread *t = lua_touserdata(L, 1);
   luaL_openlibs(L);
-  if (lt_guard_gc(L)) return lua_error(L);
+  if (lt_guard_gc(L) || lt_mem_watch(L, &t->heap)) return lua_error(L);
   /* The workers' package paths and this copy of the core: f may use the
    * tycho module; its actor functions say they need an actor. */
   lt_set_paths(L, &t->paths_version);

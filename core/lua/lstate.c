@@ -172,7 +172,8 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
   lua_setallocf(lw->L, lt_alloc, lw);
   luaL_openlibs(lw->L);
-  if (lt_guard_gc(lw->L)) ty__die("cannot set up a Lua state");
+  if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
+    ty__die("cannot set up a Lua state");
   lt_set_paths(lw->L, &lw->paths_version);
   set_arg(lw->L);
   ty__buf_init(&lw->buf);
@@ -181,6 +182,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->next_ref = ((uint64_t)ty_worker_id(w) << 48) + 1;
   ty_worker_set_data(w, lw);
   lt_tls_worker = lw;
+  lt_heap_publish(w, &lw->heap);
 }
 
 void lt_state_exit(ty_worker *w, void *ud) {
