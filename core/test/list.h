@@ -38,6 +38,8 @@
   X(mtimer_owner_ends, 30)                                                     \
   X(mtimer_ownership, 30)                                                      \
   X(mtimer_storm, 120)                                                         \
+  X(rt_mailbox_limit_stress, 300)                                              \
+  X(rt_awaited_reply, 30)                                                      \
   TY_TEST_LIST_IO(X)                                                           \
   TY_TEST_LIST_POOL(X)
 
