@@ -80,7 +80,8 @@ bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
 #define ACTOR_BYTES ((int64_t)(sizeof(lt_actor) + sizeof(ty_actor)))
 
 lt_actor *lt_actor_new(void) {
-  lt_actor *la = ty__alloc(sizeof *la);
+  lt_actor *la = ty__try_alloc(sizeof *la);
+  if (!la) return NULL;
   memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
@@ -153,7 +154,8 @@ lt_actor *lt_family_find(lt_actor *la, ty_pid pid) {
 
 int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
                      const void *data, size_t len) {
-  ty_msg *m = ty_msg_new(len);
+  ty_msg *m = ty_msg_try_new(len);
+  if (!m) return -ENOMEM; /* a notice or reply lost: its receiver times out */
   if (len) memcpy(m->data, data, len);
   m->to = to;
   m->from = from; /* 0: ty_send fills in the running actor */

@@ -129,7 +129,7 @@ static inline lt_charge *lt_charge_of(lt_actor *la) {
 /* ---- lactor.c ----------------------------------------------------------- */
 
 extern const ty_actor_ops lt_ops;
-lt_actor *lt_actor_new(void);
+lt_actor *lt_actor_new(void); /* NULL when memory runs out */
 /* Gives la its encoded spawn arguments (ty__alloc'd; la frees them). */
 void lt_actor_set_spawn(lt_actor *la, char *args, size_t len);
 void lt_actor_free(lt_actor *la);

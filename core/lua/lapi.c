@@ -92,7 +92,8 @@ ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname) {
   if (ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
                        sizeof err))
     luaL_error(L, "tycho.%s: %s", fname, err);
-  ty_msg *m = ty_msg_new(lw->buf.len);
+  ty_msg *m = ty_msg_try_new(lw->buf.len);
+  if (!m) return NULL;
   if (lw->buf.len) /* else data may be NULL */
     memcpy(m->data, lw->buf.data, lw->buf.len);
   return m;
@@ -122,11 +123,17 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
       luaL_error(L, "tycho.%s: %s", fname, err);
     }
     len = b->len;
-    args = ty__alloc(len);
-    memcpy(args, b->data, len);
+    args = ty__try_alloc(len);
+    if (args) memcpy(args, b->data, len);
     if (!lw) ty__buf_free(b);
+    if (!args) return NULL;
   }
   lt_actor *la = lt_actor_new();
+  if (!la) {
+    if (args) ty__codec_release(args, len);
+    ty__free(args, len);
+    return NULL;
+  }
   la->fn_kind = (uint8_t)kind;
   la->fn = fn;
   lt_actor_set_spawn(la, args, len);
@@ -163,10 +170,13 @@ static int l_spawn(lua_State *L) {
   lt_current(L, "spawn");
   if (lt_mem_over()) return lt_push_fail(L, "nomem");
   lt_actor *la = lt_spawn_request(L, 1, 2, "spawn");
+  if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;
-  if (ty_spawn(lt_g.rt, la, &pid)) {
+  int rc = ty_spawn(lt_g.rt, la, &pid);
+  if (rc) {
     if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
+    if (rc == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.spawn: the actor table is full");
   }
   lua_pushnumber(L, (lua_Number)pid);
@@ -206,6 +216,7 @@ static int l_send(lua_State *L) {
   ty_pid to = lt_check_dest(L, 1, "send");
   if (!to) return lt_push_fail(L, "noproc");
   ty_msg *m = lt_encode_msg(L, 2, lua_gettop(L) - 1, "send");
+  if (!m) return lt_push_fail(L, "nomem");
   m->to = to;
   m->kind = LT_MSG;
   int rc = ty_send_limited(lt_g.rt, m);
@@ -253,6 +264,7 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
                       "wait for its own reply)",
                       fname);
   ty_msg *m = lt_encode_msg(L, di + 1, lua_gettop(L) - di, fname);
+  if (!m) return lt_push_fail(L, "nomem");
   lt_worker *lw = lt_worker_get();
   m->to = to;
   m->kind = LT_CALL;

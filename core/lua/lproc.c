@@ -60,6 +60,10 @@ static int l_fork(lua_State *L) {
   lt_worker *lw = lt_worker_get();
   lua_xmove(L, lw->L, 1);
   lt_actor *la = lt_actor_new();
+  if (!la) {
+    lua_pop(lw->L, 1);
+    return lt_push_fail(L, "nomem");
+  }
   la->fn_kind = LT_FN_REF;
   la->fn_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
   la->parent = lt_self_pid(c);

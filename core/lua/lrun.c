@@ -308,6 +308,7 @@ static int l_run(lua_State *L) {
   ty_config cfg;
   run_config(L, &cfg);
   lt_actor *la = lt_spawn_request(L, 1, 2, "run");
+  if (!la) return luaL_error(L, "tycho.run: out of memory");
   return run_main(L, &cfg, la);
 }
 
@@ -318,6 +319,7 @@ static int l_run_file(lua_State *L) {
   ty_config cfg;
   run_config(L, &cfg);
   lt_actor *la = lt_actor_new();
+  if (!la) return luaL_error(L, "tycho: out of memory");
   la->fn_kind = LT_FN_FILE;
   ty__buf b;
   ty__buf_init(&b);
@@ -352,6 +354,7 @@ static int l_spawn_at(lua_State *L) {
   if (w < 1 || w > n || floor(w) != w)
     return luaL_error(L, "tycho._spawn_at: worker must be 1..%d", (int)n);
   lt_actor *la = lt_spawn_request(L, 2, 3, "_spawn_at");
+  if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;
   int err = ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid);
   if (err == -EHOSTDOWN) { /* declared stuck: spawn elsewhere, or later */

@@ -96,7 +96,8 @@ static inline ty__pident *ty__pidtab_get(ty__pidtab *t, uint32_t slot) {
 }
 
 /* Takes a fresh slot from the bump counter (allocating its chunk); returns
- * its entry and sets *slot, or NULL when the table is full. */
+ * its entry and sets *slot, or NULL when the table is full (or memory for
+ * its chunk ran out). */
 ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot);
 
 /* Pid of an entry that the caller just took (FREE), now made PENDING. */

@@ -41,14 +41,22 @@ static ty_worker *worker_of(ty_runtime *rt) {
   return w && w->rt == rt ? w : NULL;
 }
 
-/* A new spawn request with a fresh pid, not placed yet; NULL when the pid
- * table is full. */
+/* A new spawn request with a fresh pid, not placed yet; NULL with *err
+ * -ENOMEM (out of memory) or -EAGAIN (the pid table is full). */
 static ty_actor *new_request(ty_runtime *rt, ty_worker *w, void *user,
-                             ty_pid *out) {
+                             ty_pid *out, int *err) {
+  ty_actor *a = ty__actor_alloc();
+  if (!a) {
+    *err = -ENOMEM;
+    return NULL;
+  }
   uint32_t slot;
   ty__pident *e = take_slot(rt, w, &slot);
-  if (!e) return NULL;
-  ty_actor *a = ty__actor_alloc();
+  if (!e) {
+    ty__actor_free(a);
+    *err = -EAGAIN;
+    return NULL;
+  }
   a->type = TY__T_ACTOR;
   a->user = user;
   a->pid = ty__pidtab_claim(e, slot);
@@ -140,8 +148,9 @@ int ty_spawn_hook(ty_runtime *rt, void *user, ty_pid *out,
                   int (*before)(ty_pid pid, void *ctx), void *ctx) {
   ty_worker *w = worker_of(rt);
   ty_pid pid;
-  ty_actor *a = new_request(rt, w, user, &pid);
-  if (!a) return -EAGAIN;
+  int err;
+  ty_actor *a = new_request(rt, w, user, &pid, &err);
+  if (!a) return err;
   int r = before ? before(pid, ctx) : 0;
   if (r) {
     /* Nobody knows the pid (before did not publish it): no sender can hold
@@ -167,8 +176,9 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
   if (worker >= rt->n) return -EINVAL;
   if (ty_worker_is_stuck(rt, worker)) return -EHOSTDOWN;
   ty_worker *w = worker_of(rt);
-  ty_actor *a = new_request(rt, w, user, out);
-  if (!a) return -EAGAIN;
+  int err;
+  ty_actor *a = new_request(rt, w, user, out, &err);
+  if (!a) return err;
   a->pinned = true;
   if (w && w->id == worker) {
     ty__ready_push(w, a);

@@ -123,9 +123,11 @@ uint64_t ty_runtime_now_ns(const ty_runtime *rt) {
 
 /* ---- actors and messages ------------------------------------------------ */
 
-ty_msg *ty_msg_new(size_t len) {
+ty_msg *ty_msg_try_new(size_t len) {
+  if (len > UINT32_MAX - sizeof(ty_msg) - 16) return NULL;
   size_t size = ty__alloc_size(sizeof(ty_msg) + len);
-  ty_msg *m = ty__alloc(size);
+  ty_msg *m = ty__try_alloc(size);
+  if (!m) return NULL;
   memset(m, 0, sizeof *m);
   m->type = TY__T_MSG;
   m->len = (uint32_t)len;
@@ -133,11 +135,17 @@ ty_msg *ty_msg_new(size_t len) {
   return m;
 }
 
+ty_msg *ty_msg_new(size_t len) {
+  ty_msg *m = ty_msg_try_new(len);
+  if (ty__unlikely(!m)) ty__die("out of memory");
+  return m;
+}
+
 void ty_msg_free(ty_msg *m) { ty__free(m, sizeof(ty_msg) + m->cap); }
 
 ty_actor *ty__actor_alloc(void) {
-  ty_actor *a = ty__alloc(sizeof *a);
-  memset(a, 0, sizeof *a);
+  ty_actor *a = ty__try_alloc(sizeof *a);
+  if (a) memset(a, 0, sizeof *a);
   return a;
 }
 

@@ -184,7 +184,7 @@ struct ty_runtime {
 };
 
 /* runtime.c */
-ty_actor *ty__actor_alloc(void);
+ty_actor *ty__actor_alloc(void); /* NULL when memory runs out */
 /* worker.c: an ended actor's pid slot dies (new generation) and goes to
  * w's free list. */
 void ty__free_slot(ty_worker *w, ty_actor *a);

@@ -220,6 +220,7 @@ uint64_t ty_runtime_now_ns(const ty_runtime *rt);
 /*
  * Creates an actor with binding data `user` and places it (P2C from a worker,
  * the inject queue from any other thread). *out gets its pid. Any thread.
+ * -EAGAIN when the pid table is full, -ENOMEM when memory runs out.
  */
 int ty_spawn(ty_runtime *rt, void *user, ty_pid *out);
 
@@ -242,8 +243,10 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out);
 int ty_spawn_hook(ty_runtime *rt, void *user, ty_pid *out,
                   int (*before)(ty_pid pid, void *ctx), void *ctx);
 
-/* Allocates a message with room for `len` payload bytes (m->len = len). */
+/* Allocates a message with room for `len` payload bytes (m->len = len);
+ * dies when memory runs out. ty_msg_try_new answers NULL instead. */
 ty_msg *ty_msg_new(size_t len);
+ty_msg *ty_msg_try_new(size_t len);
 void ty_msg_free(ty_msg *m);
 
 /*
