@@ -38,7 +38,8 @@ void lt_wait_for(lt_cur c, int what, int64_t timeout_ns, uint64_t ref);
  * arguments at first..top, copied now; NULL when memory runs out. */
 lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
                            const char *fname);
-/* The same for a blob found already (kind LT_FN_BYTECODE or LT_FN_MODULE). */
+/* The same for a blob found already (kind LT_FN_BYTECODE or LT_FN_MODULE);
+ * NULL when memory runs out. */
 lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
                               const char *fname);
 /* Publishes L's package.path/cpath to every worker when they changed since

@@ -74,7 +74,7 @@ static const char guard_src[] =
  * nothing for an actor (the charge is paused) and raises only when the
  * system is out of memory. */
 static int queued(lua_State *L) {
-  lt_charge *c = lt_mem_pause();
+  lt_paused c = lt_mem_pause();
   lua_getfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_rawseti(L, -2, (int)++lt_gc_queued);

@@ -16,6 +16,7 @@
 
 #include "lmem.h"
 #include "lrun.h"
+#include "lstate.h"
 
 #define CHUNK ((int64_t)64 << 10)
 
@@ -33,14 +34,21 @@ static _Thread_local bool t_over;     /* t_seen > max_memory */
 _Thread_local bool lt_mem_pressure;   /* t_over, or the GC still tuned for it */
 static _Thread_local lt_heap *t_heap; /* the heap of this thread's state */
 
-lt_charge *lt_mem_pause(void) {
-  lt_charge *c = t_heap ? t_heap->cur : NULL;
+lt_paused lt_mem_pause(void) {
+  lt_paused p = {t_heap ? t_heap->cur : NULL, false};
   if (t_heap) t_heap->cur = NULL;
-  return c;
+  lt_worker *lw = lt_worker_get();
+  if (lw) {
+    p.in_lua = lw->in_lua;
+    lw->in_lua = false; /* lstate.c: the watchdog's refusals */
+  }
+  return p;
 }
 
-void lt_mem_resume(lt_charge *c) {
-  if (t_heap) t_heap->cur = c;
+void lt_mem_resume(lt_paused p) {
+  if (t_heap) t_heap->cur = p.charge;
+  lt_worker *lw = lt_worker_get();
+  if (lw) lw->in_lua = p.in_lua;
 }
 
 static int64_t queued_bytes(void) {
@@ -51,8 +59,12 @@ static int64_t queued_bytes(void) {
 static void refresh(void) {
   t_seen = atomic_load_explicit(&g_total, memory_order_relaxed) + t_delta +
            queued_bytes();
+  bool was = t_over;
   t_over = t_seen > g_max;
   if (t_over) lt_mem_pressure = true;
+  /* Pressure begins: what actors allocated before counts no more (see
+   * to_blame; cycles are looked for only under pressure). */
+  if (t_over && !was && t_heap) t_heap->epoch++;
 }
 
 /* Returns true when the delta moved into the total. */
@@ -144,49 +156,48 @@ void lt_mem_attach(lua_State *L, lt_heap *h) {
 }
 
 /* ---- collection cycles ----------------------------------------------------
- * A sentinel userdata that nothing references dies in the cycle after it
- * was made; its __gc counts the cycle and makes the next one. */
+ * A table that only a weak table refers to is cleared from it by the first
+ * collection cycle that ends after it was put there. Looking at the slot
+ * after each run under pressure tells that a cycle ended (no finalizer: a
+ * __gc runs inside the collector, wherever it steps, and with the
+ * watchdog's hook changing under it from another thread). */
 
-#define SENTINEL_MT "tycho.mem_sentinel"
-
-typedef struct sentinel {
-  lt_heap *h; /* NULL once the state closes */
-} sentinel;
-
-static void new_sentinel(lua_State *L, lt_heap *h) {
-  lt_charge *c = h->cur; /* the runtime's, not the actor's */
-  h->cur = NULL;
-  sentinel *s = lua_newuserdata(L, sizeof *s);
-  s->h = h;
-  h->sentinel = s;
-  lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL_MT);
-  lua_setmetatable(L, -2);
-  lua_pop(L, 1);
-  h->cur = c;
-}
-
-static int sentinel_gc(lua_State *L) {
-  sentinel *s = lua_touserdata(L, 1);
-  if (!s->h) return 0;
-  s->h->epoch++;
-  new_sentinel(L, s->h);
-  return 0;
-}
+#define EPOCH_KEY "tycho.mem_epoch"
 
 static int watch(lua_State *L) {
-  lt_heap *h = lua_touserdata(L, 1);
+  lua_createtable(L, 1, 0);
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, sentinel_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL_MT);
-  new_sentinel(L, h);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_newtable(L);
+  lua_rawseti(L, -2, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, EPOCH_KEY);
   return 0;
 }
 
-int lt_mem_watch(lua_State *L, lt_heap *h) { return lua_cpcall(L, watch, h); }
+int lt_mem_watch(lua_State *L, lt_heap *h) {
+  (void)h;
+  return lua_cpcall(L, watch, NULL);
+}
+
+/* A cycle ended since the last look: a new epoch, and a new garbage table. */
+static void look_for_cycle(lua_State *L, lt_heap *h) {
+  lua_getfield(L, LUA_REGISTRYINDEX, EPOCH_KEY);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_rawgeti(L, -1, 1);
+  if (lua_isnil(L, -1)) {
+    h->epoch++;
+    lua_newtable(L);
+    lua_rawseti(L, -3, 1);
+  }
+  lua_pop(L, 2);
+}
 
 void lt_mem_detach(lua_State *L, lt_heap *h) {
-  if (h->sentinel) ((sentinel *)h->sentinel)->h = NULL;
   lua_setallocf(L, h->f, h->ud);
   account(-(int64_t)h->used);
   h->used = 0;
@@ -212,6 +223,7 @@ void lt_mem_relieve(lua_State *L, lt_heap *h) {
     lua_gc(L, LUA_GCSETPAUSE, pressed ? 100 : 200);
   }
   lt_mem_pressure = t_over || pressed;
+  look_for_cycle(L, h);
   if (!t_over || h->used < h->last_gc_used + (size_t)(g_max / 16)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
   h->last_gc_used = h->used;

@@ -44,8 +44,7 @@ typedef struct lt_heap {
   size_t last_gc_used; /* used after the last collection forced here */
   lt_charge *cur;      /* charged now (NULL: the runtime's own work) */
   _Atomic size_t *pub; /* where `used` is published now and then, or NULL */
-  uint32_t epoch;      /* collection cycles completed (see lt_mem_watch) */
-  void *sentinel;      /* the garbage object whose __gc counts them */
+  uint32_t epoch;      /* collection cycles seen ending (see lt_mem_watch) */
 } lt_heap;
 
 /* Puts the accounting wrapper around L's allocator. A state whose own
@@ -54,9 +53,9 @@ void lt_mem_attach(lua_State *L, lt_heap *h);
 void *lt_mem_alloc(lt_heap *h, void *p, size_t osize, size_t nsize);
 /* Gives L its own allocator back: before lua_close, which must see it. */
 void lt_mem_detach(lua_State *L, lt_heap *h);
-/* Counts L's collection cycles into h->epoch (a sentinel object whose
- * __gc makes the next one); after luaL_openlibs. 0 or a lua_cpcall
- * status. */
+/* Lets the worker see L's collection cycles end (a garbage table in a
+ * weak one; looked at after runs under pressure, counted in h->epoch);
+ * after luaL_openlibs. 0 or a lua_cpcall status. */
 int lt_mem_watch(lua_State *L, lt_heap *h);
 
 /* From now on, L's allocations are charged to c (NULL: to nobody). */
@@ -65,10 +64,18 @@ static inline void lt_mem_charge(lt_heap *h, lt_charge *c) {
   h->cur = c;
 }
 
-/* The calling thread's heap stops charging (its state runs the runtime's
- * own work inside a run: a finalizer queueing); lt_mem_resume restores. */
-lt_charge *lt_mem_pause(void);
-void lt_mem_resume(lt_charge *c);
+/* The calling thread's state runs the runtime's own work in the middle of
+ * a run (a finalizer the runtime installed): its allocations are charged
+ * to nobody and never refused, neither for a budget nor for a runaway the
+ * watchdog is stopping (a failure inside a collection step would be
+ * rethrown from wherever the collector runs, a trace exit included, which
+ * LuaJIT cannot unwind). lt_mem_resume restores. */
+typedef struct lt_paused {
+  lt_charge *charge;
+  bool in_lua;
+} lt_paused;
+lt_paused lt_mem_pause(void);
+void lt_mem_resume(lt_paused p);
 
 /* Bytes outside the Lua heaps that the budget counts (actor records, spawn
  * arguments): + when allocated, - when freed, on any thread. */
