@@ -29,10 +29,10 @@ describe("tycho.call with a backlog", function()
         -- Rounds alternate, and each side keeps its best: a machine busy
         -- with other work slows some rounds, not the structure measured.
         local me, empty, backlog, intact = tycho.self(), math.huge, math.huge, true
-        for _ = 1, 4 do
-          empty = math.min(empty, per_call(5000))
+        for _ = 1, 8 do
+          empty = math.min(empty, per_call(3000))
           for i = 1, 100000 do assert(tycho.send(me, i)) end
-          backlog = math.min(backlog, per_call(5000))
+          backlog = math.min(backlog, per_call(3000))
           for i = 1, 100000 do -- the backlog is still there, in order
             intact = intact and tycho.recv(0) == i
           end

@@ -178,13 +178,15 @@ static uint64_t msg_bytes(const ty_msg *m) { return sizeof *m + m->cap; }
 static void set_full(ty_worker *w, ty_actor *a, bool full) {
   a->mbox.full = full;
   ty__pident *e = ty__pidtab_get(&w->rt->pids, ty__pid_slot(a->pid));
-  /* relaxed: a hint for senders; only this (home) worker writes the bit
-   * while the entry is LIVE, and nobody else writes the word then. */
+  /* relaxed: a hint for senders; only this (home) worker writes the bit.
+   * Read-modify-write: the watchdog may rewrite the word of a stuck
+   * worker's actor meanwhile (its pid dies), and that must not be lost. */
   if (full)
     atomic_fetch_or_explicit(&e->word, TY__W_FULL, memory_order_relaxed);
   else
     atomic_fetch_and_explicit(&e->word, ~(uint64_t)TY__W_FULL,
                               memory_order_relaxed);
+  TY_CHAOS(); /* senders on other workers read the word meanwhile */
 }
 
 static void log_mbox(ty_worker *w, ty_actor *a, const char *what) {
