@@ -241,8 +241,9 @@ void ty__mbox_append(ty_worker *w, ty_actor *a, ty_msg *m) {
   a->mbox.bytes += msg_bytes(m);
   TY__STAT_ADD(w, mailbox, 1);
   TY__STAT_ADD(w, mailbox_bytes, msg_bytes(m));
-  if (a->mbox.len > a->mbox.hwm || a->mbox.len >= w->rt->cfg.mbox_warn ||
-      a->mbox.bytes >= w->rt->cfg.mbox_max_bytes / 2)
+  const ty_config *c = &w->rt->cfg;
+  if (a->mbox.len > a->mbox.hwm || a->mbox.len >= c->mbox_warn ||
+      a->mbox.len >= c->mbox_max || a->mbox.bytes >= c->mbox_max_bytes / 2)
     mbox_grew(w, a);
 }
 

@@ -78,13 +78,21 @@ static int step_rx(ty_actor *a, mb_actor *m) {
     memcpy(&v, msg->data, sizeof v);
     long s = msg->kind;
     ty_msg_free(msg);
-    if (s < 0 || s >= SENDERS || m->expect[s] != v)
+    if (s < 0 || s >= SENDERS || m->expect[s] != v) {
+      fprintf(stderr, "receiver %d: from %ld got %ld, expected %ld\n", m->id, s,
+              v, s >= 0 && s < SENDERS ? m->expect[s] : -1);
       atomic_fetch_add(&g_errors, 1);
-    else m->expect[s]++;
+    } else {
+      m->expect[s]++;
+    }
     if (++m->seen == SENDERS * g_per_pair) {
       /* in flight past the flag: a ring (8) per peer worker, and one per
        * sender blocked on a full ring */
-      if (a->mbox.hwm > LIMIT + 4 * 8 + SENDERS) atomic_fetch_add(&g_errors, 1);
+      if (a->mbox.hwm > LIMIT + 4 * 8 + SENDERS) {
+        fprintf(stderr, "receiver %d: mailbox reached %u\n", m->id,
+                a->mbox.hwm);
+        atomic_fetch_add(&g_errors, 1);
+      }
       atomic_fetch_add(&g_done, 1);
       return TY_DONE;
     }
