@@ -34,7 +34,7 @@ void ty__alloc_thread_exit(void) {
   free(c);
 }
 
-void *ty__alloc(size_t size) {
+void *ty__try_alloc(size_t size) {
   size_t real = ty__alloc_size(size);
   cache *c = tls_cache;
   if (c && real <= TY__ALLOC_MAX) {
@@ -46,7 +46,13 @@ void *ty__alloc(size_t size) {
       return b;
     }
   }
-  return ty__xmalloc(real < sizeof(free_block) ? sizeof(free_block) : real);
+  return malloc(real < sizeof(free_block) ? sizeof(free_block) : real);
+}
+
+void *ty__alloc(size_t size) {
+  void *p = ty__try_alloc(size);
+  if (ty__unlikely(!p)) ty__die("out of memory");
+  return p;
 }
 
 void ty__free(void *p, size_t size) {

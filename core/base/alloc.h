@@ -27,6 +27,8 @@ void ty__alloc_thread_exit(void);
 /* A block of at least `size` bytes; its usable size is ty__alloc_size(size).
  * Never fails (dies when out of memory). */
 void *ty__alloc(size_t size);
+/* The same, or NULL when memory runs out (paths a script can reach). */
+void *ty__try_alloc(size_t size);
 /* Frees p, allocated with ty__alloc(size) (any thread). */
 void ty__free(void *p, size_t size);
 

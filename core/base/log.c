@@ -119,6 +119,8 @@ static void start(void) {
   pthread_attr_destroy(&a);
 }
 
+void ty__log_start(void) { pthread_once(&once, start); }
+
 static void enqueue(const char *line, size_t n) {
   pthread_once(&once, start);
   pthread_mutex_lock(&mu);

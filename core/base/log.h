@@ -63,6 +63,11 @@ void ty__log_end(ty__logev *e);
 void ty__logf(int level, int worker, uint64_t pid, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Starts the writer thread now rather than at the first event: a process
+ * short of memory when it first logs (an actor that ran it out of memory)
+ * could not start it then. Idempotent. */
+void ty__log_start(void);
+
 /* Events dropped because the queue was full, since the start. */
 uint64_t ty__log_dropped(void);
 /* Waits (up to timeout_ms) until every queued event is written: before the

@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "lactor.h"
 #include "lapi.h"
+#include "lguard.h"
 #include "lpreload.h"
 #include "lrun.h"
 #include "lstate.h"
@@ -75,16 +77,36 @@ bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
   return false;
 }
 
+/* What an actor costs outside the Lua heap, for max_memory. */
+#define ACTOR_BYTES ((int64_t)(sizeof(lt_actor) + sizeof(ty_actor)))
+
 lt_actor *lt_actor_new(void) {
-  lt_actor *la = ty__alloc(sizeof *la);
+  lt_actor *la = ty__try_alloc(sizeof *la);
+  if (!la) return NULL;
   memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
+  lt_mem_add(ACTOR_BYTES);
   return la;
 }
 
-void lt_actor_free(lt_actor *la) {
+void lt_actor_set_spawn(lt_actor *la, char *args, size_t len) {
+  la->spawn = args;
+  la->spawn_len = (uint32_t)len;
+  lt_mem_add((int64_t)len);
+}
+
+static void drop_spawn(lt_actor *la) {
   ty__free(la->spawn, la->spawn_len);
+  lt_mem_add(-(int64_t)la->spawn_len);
+  la->spawn = NULL;
+  la->spawn_len = 0;
+}
+
+void lt_actor_free(lt_actor *la) {
+  if (la->inflight) ty_msg_free(la->inflight);
+  lt_mem_add(-ACTOR_BYTES);
+  drop_spawn(la);
   free(la->links.v);
   free(la->monitors.v);
   free(la->owed);
@@ -133,7 +155,8 @@ lt_actor *lt_family_find(lt_actor *la, ty_pid pid) {
 
 int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
                      const void *data, size_t len) {
-  ty_msg *m = ty_msg_new(len);
+  ty_msg *m = ty_msg_try_new(len);
+  if (!m) return -ENOMEM; /* a notice or reply lost: its receiver times out */
   if (len) memcpy(m->data, data, len);
   m->to = to;
   m->from = from; /* 0: ty_send fills in the running actor */
@@ -186,7 +209,8 @@ void lt_send_down(ty_pid watcher, ty_pid target, const char *reason,
   if (ty__codec_put_string(&b, "DOWN", 4) == 0 &&
       ty__codec_put_number(&b, (double)target) == 0 &&
       ty__codec_put_string(&b, reason, len) == 0) {
-    ty_msg *m = ty_msg_new(b.len);
+    ty_msg *m = ty_msg_try_new(b.len);
+    if (!m) goto out; /* out of memory: the watcher is not told */
     memcpy(m->data, b.data, b.len);
     m->to = watcher;
     m->from = target;
@@ -194,6 +218,7 @@ void lt_send_down(ty_pid watcher, ty_pid target, const char *reason,
     m->aux = LT_AUX_DOWN;
     if (ty_send(lt_g.rt, m)) ty_msg_free(m);
   }
+out:
   ty__buf_free(&b);
 }
 
@@ -247,10 +272,7 @@ static int start_actor(lt_actor *la) {
     int n = la->spawn_len ? ty__codec_decode(co, la->spawn, la->spawn_len, err,
                                              sizeof err)
                           : 0;
-    ty__free(la->spawn,
-             la->spawn_len); /* no longer needed: keep actors small */
-    la->spawn = NULL;
-    la->spawn_len = 0;
+    drop_spawn(la); /* no longer needed: keep actors small */
     if (n < 0) {
       lua_pushfstring(co, "tycho.spawn: bad spawn request (%s)", err);
       return -1;
@@ -315,52 +337,63 @@ static int decode_into(lua_State *co, ty_msg *m) {
   return n;
 }
 
-/* The next ordinary message for recv; a call is remembered as owed until it
- * is answered. */
-static int wake_recv(ty_actor *a, lt_actor *la) {
-  ty_msg *m = lt_take_msg(a);
-  if (!m) {
-    if (ty_actor_timed_out(a)) return push_timeout(la->co);
-    return rewait(a, la, 0);
-  }
-  if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
-  int n = decode_into(la->co, m);
+/* Decodes m onto L and frees it. A decode can raise (out of memory, or a
+ * __gc metamethod run by the collector): la->inflight lets whoever catches
+ * that free m. */
+static int decode_msg(lua_State *L, lt_actor *la, ty_msg *m) {
+  la->inflight = m;
+  int n = decode_into(L, m);
+  la->inflight = NULL;
   ty_msg_free(m);
   return n;
 }
 
-static int wake_call(ty_actor *a, lt_actor *la) {
-  ty_msg *prev = NULL;
-  for (ty_msg *m = ty_mbox_first(a); m; prev = m, m = ty_mbox_next(m)) {
-    if (m->ref != la->call_ref ||
-        (m->kind != LT_REPLY && m->kind != LT_REPLY_ERR))
-      continue;
-    ty_mbox_remove(a, prev, m);
-    int n;
-    if (m->kind == LT_REPLY) {
-      n = decode_into(la->co, m);
-    } else {
-      lua_pushnil(la->co);
-      lua_pushlstring(la->co, m->data, m->len);
-      n = 2;
-    }
-    ty_msg_free(m);
-    return n;
+/* The next ordinary message for recv; a call is remembered as owed until it
+ * is answered. */
+static int wake_recv(lua_State *L, ty_actor *a, lt_actor *la) {
+  ty_msg *m = lt_take_msg(a);
+  if (!m) {
+    if (ty_actor_timed_out(a)) return push_timeout(L);
+    return rewait(a, la, 0);
   }
-  if (ty_actor_timed_out(a)) return push_timeout(la->co);
+  if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
+  return decode_msg(L, la, m);
+}
+
+/* The reply waits in the actor's awaited slot (ty.h), not in the mailbox:
+ * O(1) whatever the backlog. */
+static int wake_call(lua_State *L, ty_actor *a, lt_actor *la) {
+  ty_msg *m = ty_actor_take_awaited(a);
+  if (m && m->ref == la->call_ref &&
+      (m->kind == LT_REPLY || m->kind == LT_REPLY_ERR)) {
+    if (m->kind == LT_REPLY) return decode_msg(L, la, m);
+    la->inflight = m;
+    lua_pushnil(L);
+    lua_pushlstring(L, m->data, m->len);
+    la->inflight = NULL;
+    ty_msg_free(m);
+    return 2;
+  }
+  if (m) ty_msg_free(m); /* carries the ref but is no reply: cannot be */
+  if (ty_actor_timed_out(a)) return push_timeout(L);
   return rewait(a, la, la->call_ref);
 }
 
-/* Pushes the results of the API function that yielded; -1: keep waiting. */
-static int wake_args(ty_actor *a, lt_actor *la) {
+/* Pushes the results of the API function that yielded on L (the actor's
+ * coroutine); -1: keep waiting. */
+static int wake_args(lua_State *L, ty_actor *a, lt_actor *la) {
   switch (la->wait) {
-  case LT_W_RECV: return wake_recv(a, la);
-  case LT_W_CALL: return wake_call(a, la);
+  case LT_W_RECV: return wake_recv(L, a, la);
+  case LT_W_CALL: return wake_call(L, a, la);
   case LT_W_SLEEP:
     if (!ty_actor_timed_out(a)) return rewait(a, la, UINT64_MAX);
     return 0;
-  case LT_W_YIELD: lua_pushboolean(la->co, 1); return 1;
-  case LT_W_EXT: return la->ext_wake(la->co, a, la, ty_actor_timed_out(a));
+  case LT_W_YIELD: lua_pushboolean(L, 1); return 1;
+  case LT_W_FULL:
+    lua_pushnil(L);
+    lua_pushliteral(L, "full");
+    return 2;
+  case LT_W_EXT: return la->ext_wake(L, a, la, ty_actor_timed_out(a));
   }
   return 0;
 }
@@ -372,7 +405,7 @@ static int after_yield(ty_actor *a, lt_actor *la) {
     lua_settop(la->co, 0);
     la->wait = LT_W_YIELD;
   }
-  if (la->wait == LT_W_YIELD) return TY_YIELD;
+  if (la->wait == LT_W_YIELD || la->wait == LT_W_FULL) return TY_YIELD;
   /* A signal that arrived while it ran (one it sent itself, or one queued
    * before its start) would not end this wait: run again to handle it; the
    * wait is then re-armed with its deadline (wake_args). */
@@ -380,8 +413,39 @@ static int after_yield(ty_actor *a, lt_actor *la) {
   return TY_WAIT;
 }
 
-static int resume(ty_actor *a, lt_actor *la) {
-  lt_worker *lw = lt_worker_get();
+enum { RUN_WAIT = -1, RUN_START_FAILED = -2 };
+
+/* Starts or wakes the coroutine and runs it: lua_resume's status, or
+ * RUN_WAIT (nothing to run yet), RUN_START_FAILED (message on co). The
+ * results of the call that yielded are pushed straight onto the suspended
+ * coroutine: the collector may step there, but the __gc metamethods of
+ * scripts only queue (lguard.c), so no script code runs on a suspended
+ * coroutine. */
+static int run(ty_actor *a, lt_actor *la, lt_worker *lw) {
+  int nargs;
+  if (!a->started) {
+    la->pid = a->pid;
+    la->flag = ty_worker_flag(ty_worker_current());
+    nargs = start_actor(la);
+    if (nargs < 0) return RUN_START_FAILED;
+  } else {
+    nargs = wake_args(la->co, a, la);
+    if (nargs < 0) return RUN_WAIT;
+  }
+  la->wait = LT_W_NONE;
+  la->deadline_ns = 0;
+  la->ext_wake = NULL;
+  la->ext_cancel = NULL;
+  lw->in_lua = true; /* allocations may fail for a runaway (lstate.c) */
+  int st = lua_resume(la->co, nargs);
+  lw->in_lua = false;
+  return st;
+}
+
+/* What the actor allocates while it starts and runs is charged to it
+ * (lmem.h); what the runtime does after (reports, notices) is not. */
+static int resume_actor(ty_actor *a, lt_worker *lw) {
+  lt_actor *la = a->user;
   /* Package paths published since this worker last ran an actor (one
    * relaxed load when nothing changed). */
   lt_sync_paths(lw->L, &lw->paths_version);
@@ -396,29 +460,24 @@ static int resume(ty_actor *a, lt_actor *la) {
     }
   }
   if (ty__unlikely(la->frozen)) return TY_YIELD; /* until its kill comes */
-  int nargs;
-  if (!a->started) {
-    la->pid = a->pid;
-    la->flag = ty_worker_flag(ty_worker_current());
-    nargs = start_actor(la);
-    if (nargs < 0) return lt_on_error(a, la);
-  } else {
-    nargs = wake_args(a, la);
-    if (nargs < 0) return TY_WAIT;
-  }
-  la->wait = LT_W_NONE;
-  la->deadline_ns = 0;
-  la->ext_wake = NULL;
-  la->ext_cancel = NULL;
-  lw->in_lua = true; /* allocations may fail for a runaway (lstate.c) */
-  int st = lua_resume(la->co, nargs);
-  lw->in_lua = false;
-  /* relaxed: the watchdog's word (lpreempt.c); set means look closer. */
-  if (ty__unlikely(atomic_load_explicit(lw->flag, memory_order_relaxed) ||
+  lt_charge *c = lt_charge_of(la);
+  lt_mem_charge(&lw->heap, c);
+  int st = run(a, la, lw);
+  lt_mem_charge(&lw->heap, NULL);
+  if (st == RUN_WAIT) return TY_WAIT;
+  /* relaxed: the watchdog's word (lpreempt.c); set means look closer. A
+   * runaway stopped by failing allocations is the watchdog's, not a
+   * memory death. */
+  if (st != RUN_START_FAILED &&
+      ty__unlikely(atomic_load_explicit(lw->flag, memory_order_relaxed) ||
                    la->preempted)) {
     int r = lt_after_preempt(a, la, st);
     if (r >= 0) return r;
   }
+  lt_mem_after_run(lw->L, &lw->heap);
+  lt_gc_after_run(lw->L);
+  if (c->doomed || st == LUA_ERRMEM) return lt_memory_death(a, la);
+  if (st == RUN_START_FAILED) return lt_on_error(a, la);
   if (la->exit_reason) return lt_exited(a, la);
   if (st == LUA_YIELD) return after_yield(a, la);
   if (st == 0) return lt_on_return(a, la);
@@ -442,9 +501,54 @@ static int lt_resume(ty_actor *a, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
   bool first = !a->started;
-  int r = resume(a, la);
+  int r = resume_actor(a, lt_worker_get());
   if (first && la->ack_to) send_start_ack(la, a->pid);
   return r;
+}
+
+/* ---- the worker's loop, protected ------------------------------------------ */
+
+typedef struct loop_job {
+  ty_worker *w;
+  void (*loop)(ty_worker *w, void *arg);
+} loop_job;
+
+static int loop_protected(lua_State *L) {
+  loop_job *j = lua_touserdata(L, 1);
+  j->loop(j->w, NULL);
+  return 0;
+}
+
+/* The actors' own errors stop at lua_resume; the runtime's Lua work around
+ * it (starting a coroutine, decoding messages onto it, reporting an end)
+ * allocates, so it can run out of memory or meet an error from a __gc
+ * metamethod the collector runs (lguard.c makes that rare). Unprotected,
+ * such an error would end the process. So the whole loop runs inside one
+ * lua_cpcall, which costs a resume nothing; an error caught there ends the
+ * actor being resumed (lt_runtime_error) and the loop starts again. */
+static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
+                          void *ud) {
+  (void)ud;
+  lt_worker *lw = ty_worker_data(w);
+  loop_job j = {w, loop};
+  for (;;) {
+    int st = lua_cpcall(lw->L, loop_protected, &j);
+    if (st == 0) return;
+    lt_mem_charge(&lw->heap, NULL);
+    lw->in_lua = false;
+    ty_actor *a = ty_actor_current();
+    if (a) {
+      lt_actor *la = a->user;
+      if (!a->started && la->ack_to) send_start_ack(la, a->pid);
+      ty_worker_resume_failed(w, lt_runtime_error(a, la, lw->L, st));
+    } else {
+      ty__logf(TY_LOG_ERROR, (int)ty_worker_id(w) + 1, 0,
+               "error outside every actor: %s",
+               lua_type(lw->L, -1) == LUA_TSTRING ? lua_tostring(lw->L, -1)
+                                                  : "(no message)");
+      lua_settop(lw->L, 0);
+    }
+  }
 }
 
 const ty_actor_ops lt_ops = {
@@ -457,4 +561,5 @@ const ty_actor_ops lt_ops = {
     .stuck = lt_stuck_op,
     .peer_stuck = lt_peer_stuck_op,
     .timer_due = lt_timer_due,
+    .run = lt_worker_run,
 };

@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "lfn.h"
+#include "lmem.h"
 #include "sched/ty.h"
 
 /* Message kinds (ty_msg.kind). */
@@ -41,7 +42,17 @@ enum {
 };
 
 /* What a suspended actor waits for. */
-enum { LT_W_NONE = 0, LT_W_RECV, LT_W_CALL, LT_W_SLEEP, LT_W_YIELD, LT_W_EXT };
+/* LT_W_FULL: yielded after a send refused by a full mailbox, so that the
+ * receiver may drain it; resumes with nil, "full". */
+enum {
+  LT_W_NONE = 0,
+  LT_W_RECV,
+  LT_W_CALL,
+  LT_W_SLEEP,
+  LT_W_YIELD,
+  LT_W_EXT,
+  LT_W_FULL
+};
 
 typedef struct lt_actor lt_actor;
 
@@ -84,6 +95,7 @@ struct lt_actor {
   bool is_main;
   bool end_actor;  /* a fork called tycho.exit: its actor ends too */
   bool supervised; /* a supervisor's child: its supervisor stops it */
+  bool finished;   /* its end was reported (monitors, links, callers) */
   char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...} */
@@ -114,12 +126,23 @@ struct lt_actor {
   void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
   void *ext_ctx;
   lt_res *resources; /* owned, closed at the end */
+  ty_msg *inflight;  /* a message taken from the mailbox and not yet decoded:
+                      * freed by whoever catches a failure of the decode */
+  lt_charge charge;  /* memory charged to the actor (a fork's goes to its
+                      * actor's: lt_charge_of) */
 };
+
+/* The charge of la's family: the actor's own (forks share it). */
+static inline lt_charge *lt_charge_of(lt_actor *la) {
+  return la->parent_la ? &la->parent_la->charge : &la->charge;
+}
 
 /* ---- lactor.c ----------------------------------------------------------- */
 
 extern const ty_actor_ops lt_ops;
-lt_actor *lt_actor_new(void);
+lt_actor *lt_actor_new(void); /* NULL when memory runs out */
+/* Gives la its encoded spawn arguments (ty__alloc'd; la frees them). */
+void lt_actor_set_spawn(lt_actor *la, char *args, size_t len);
 void lt_actor_free(lt_actor *la);
 void lt_pids_add(lt_pids *p, ty_pid pid);
 bool lt_pids_remove(lt_pids *p, ty_pid pid);
@@ -180,6 +203,19 @@ void lt_origin(const lt_actor *la, char *buf, size_t n);
 void lt_on_stuck(void (*fn)(unsigned worker));
 
 /* ---- lexit.c ------------------------------------------------------------ */
+
+/* Pushes tostring(value at idx) and returns it; a __tostring metamethod runs
+ * protected, and one that fails, yields or returns no string gives a fixed
+ * text ("(error object is a table value; its __tostring failed)"). Raises
+ * only when memory runs out. */
+const char *lt_error_text(lua_State *L, int idx);
+/* The runtime's own Lua work for actor a failed (an error from a __gc
+ * metamethod, or out of memory; the error value is on top of L, status is
+ * lua_pcall's): the actor ends, unless its end was already reported. */
+int lt_runtime_error(ty_actor *a, lt_actor *la, lua_State *L, int status);
+/* An allocation charged to la's family was refused (lmem.h): it ends with
+ * reason "memory", whatever its coroutine did with the error. */
+int lt_memory_death(ty_actor *a, lt_actor *la);
 
 /* Ends the running actor: records the reason in la->exit_reason and raises
  * an error ("tycho.exit: reason"). A pcall may catch it, but the actor

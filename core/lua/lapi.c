@@ -7,6 +7,7 @@
  * Misuse raises an error that says what to do; expected failures return nil
  * plus a short token ("timeout", "noproc", "dead").
  */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -109,7 +110,8 @@ ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname) {
   lt_remote_encode = false;
   if (r) luaL_error(L, "tycho.%s: %s", fname, err);
   lt_check_remote_size(L, remote, lw->buf.len, fname);
-  ty_msg *m = ty_msg_new(lw->buf.len);
+  ty_msg *m = ty_msg_try_new(lw->buf.len);
+  if (!m) return NULL;
   if (lw->buf.len) /* else data may be NULL */
     memcpy(m->data, lw->buf.data, lw->buf.len);
   return m;
@@ -139,15 +141,20 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
       luaL_error(L, "tycho.%s: %s", fname, err);
     }
     len = b->len;
-    args = ty__alloc(len);
-    memcpy(args, b->data, len);
+    args = ty__try_alloc(len);
+    if (args) memcpy(args, b->data, len);
     if (!lw) ty__buf_free(b);
+    if (!args) return NULL;
   }
   lt_actor *la = lt_actor_new();
+  if (!la) {
+    if (args) ty__codec_release(args, len);
+    ty__free(args, len);
+    return NULL;
+  }
   la->fn_kind = (uint8_t)kind;
   la->fn = fn;
-  la->spawn = args;
-  la->spawn_len = (uint32_t)len;
+  lt_actor_set_spawn(la, args, len);
   return la;
 }
 
@@ -176,13 +183,18 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
 
 /* ---- spawn, self, send -------------------------------------------------- */
 
+/* Over max_memory, no new actor: nil, "nomem" (lmem.h). */
 static int l_spawn(lua_State *L) {
   lt_current(L, "spawn");
+  if (lt_mem_over()) return lt_push_fail(L, "nomem");
   lt_actor *la = lt_spawn_request(L, 1, 2, "spawn");
+  if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;
-  if (ty_spawn(lt_g.rt, la, &pid)) {
+  int rc = ty_spawn(lt_g.rt, la, &pid);
+  if (rc) {
     if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
+    if (rc == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.spawn: the actor table is full");
   }
   lua_pushnumber(L, (lua_Number)pid);
@@ -239,7 +251,19 @@ static int send_to(dest d, ty_msg *m) {
     return ty_port_send(lt_g.rt, m);
   }
   m->to = d.pid;
-  return ty_send(lt_g.rt, m);
+  return ty_send_limited(lt_g.rt, m);
+}
+
+/* A send refused: "noproc", or "full" after a yield (from the actor's own
+ * coroutine), so that a sender retrying in a loop lets the receiver, or the
+ * other actors of its worker, run. */
+static int send_failed(lua_State *L, lt_cur c, ty_msg *m, int rc) {
+  ty__codec_release(m->data, m->len);
+  ty_msg_free(m);
+  if (rc != -ENOBUFS) return lt_push_fail(L, "noproc");
+  if (L != c.la->co) return lt_push_fail(L, "full");
+  c.la->wait = LT_W_FULL;
+  return lua_yield(L, 0);
 }
 
 static int l_send(lua_State *L) {
@@ -247,12 +271,10 @@ static int l_send(lua_State *L) {
   dest d = check_dest(L, 1, 0, "send");
   if (!d.pid && !d.svc) return lt_push_fail(L, "noproc");
   ty_msg *m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
+  if (!m) return lt_push_fail(L, "nomem");
   m->kind = LT_MSG;
-  if (send_to(d, m)) {
-    ty__codec_release(m->data, m->len);
-    ty_msg_free(m);
-    return lt_push_fail(L, "noproc");
-  }
+  int rc = send_to(d, m);
+  if (rc) return send_failed(L, c, m, rc);
   return maybe_block(L, c);
 }
 
@@ -272,7 +294,9 @@ static int l_recv(lua_State *L) {
     if (m->kind == LT_CALL) lt_owed_push(c.la, m->from, m->ref);
     lua_settop(L, 0);
     char err[256];
+    c.la->inflight = m; /* freed at the actor's end if the decode raises */
     int n = ty__codec_decode(L, m->data, m->len, err, sizeof err);
+    c.la->inflight = NULL;
     ty_msg_free(m);
     if (n < 0) return luaL_error(L, "tycho.recv: bad message: %s", err);
     return n;
@@ -294,15 +318,13 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
                       "wait for its own reply)",
                       fname);
   ty_msg *m = encode_for(L, d, di + 1, lua_gettop(L) - di, fname);
+  if (!m) return lt_push_fail(L, "nomem");
   lt_worker *lw = lt_worker_get();
   m->kind = LT_CALL;
   m->ref = lw->next_ref++;
   uint64_t ref = m->ref;
-  if (send_to(d, m)) {
-    ty__codec_release(m->data, m->len);
-    ty_msg_free(m);
-    return lt_push_fail(L, "noproc");
-  }
+  int rc = send_to(d, m);
+  if (rc) return send_failed(L, c, m, rc);
   c.la->call_ref = ref;
   c.la->call_to = d.pid; /* 0 for a service: its member is not known */
   lt_wait_for(c, LT_W_CALL, timeout, ref);

@@ -28,7 +28,7 @@ ty_pid lt_check_dest(lua_State *L, int idx, const char *fname);
 /* Seconds -> nanoseconds; nil -> -1 (no timeout). Raises on bad values. */
 int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname);
 /* A message holding the n values from `first`; raises when they cannot be
- * copied. */
+ * copied; NULL when memory runs out. */
 ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname);
 /* Set by a caller of the codec whose message goes to another node, for the
  * encode that follows (the codec hooks read it: a tcp connection cannot
@@ -43,10 +43,11 @@ int lt_push_fail(lua_State *L, const char *token);
 /* Records what the actor waits for and arms the core's wait. */
 void lt_wait_for(lt_cur c, int what, int64_t timeout_ns, uint64_t ref);
 /* A spawn request for the function (or module name) at fidx with the
- * arguments at first..top, copied now. */
+ * arguments at first..top, copied now; NULL when memory runs out. */
 lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
                            const char *fname);
-/* The same for a blob found already (kind LT_FN_BYTECODE or LT_FN_MODULE). */
+/* The same for a blob found already (kind LT_FN_BYTECODE or LT_FN_MODULE);
+ * NULL when memory runs out. */
 lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
                               const char *fname);
 /* Publishes L's package.path/cpath to every worker when they changed since

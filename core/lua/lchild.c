@@ -52,6 +52,7 @@ static int l_spawn_child(lua_State *L) {
   if (name && !*name) return luaL_error(L, "tycho.supervisor: empty name");
   lt_actor *top = c.la->parent_la ? c.la->parent_la : c.la;
   lt_actor *la = child_request(L);
+  if (!la) return lt_push_fail(L, "nomem");
   la->supervised = supervised;
   if (ack) la->ack_to = top->pid;
   lt_pids_add(&la->links, top->pid); /* linked before it exists */
@@ -62,6 +63,7 @@ static int l_spawn_child(lua_State *L) {
     if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     if (r == -EEXIST) return lt_push_fail(L, "taken");
+    if (r == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.supervisor: the actor table is full");
   }
   lt_pids_add(&top->links, pid);

@@ -14,6 +14,19 @@
 
 /* ---- the end of an actor ------------------------------------------------ */
 
+/* Sends (tag, pid, reason) as an ordinary message, encoded in C: telling
+ * others about an end touches no Lua state, so nothing there can fail. */
+static void send_notice(ty_pid to, const char *tag, ty_pid pid,
+                        const char *reason, size_t rlen) {
+  ty__buf *b = &lt_worker_get()->buf;
+  ty__buf_reset(b);
+  if (ty__codec_put_string(b, tag, strlen(tag)) ||
+      ty__codec_put_number(b, (double)pid) ||
+      ty__codec_put_string(b, reason, rlen))
+    return; /* out of memory: nothing sensible to send */
+  lt_send_raw(to, LT_MSG, 0, b->data, b->len);
+}
+
 /* Tells monitors, links, forks, owed callers and the name table. */
 static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
                         size_t rlen) {
@@ -36,6 +49,7 @@ static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
 
 static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
                    size_t rlen) {
+  la->finished = true;
   lt_actor *parent = la->parent_la;
   if (parent) {
     lt_fork_detach(la);
@@ -47,25 +61,63 @@ static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
   notify_exit(a, la, reason, rlen);
 }
 
-/* The error value at the top of co as a string: tostring() through a
- * __tostring metamethod when there is one. */
-static const char *error_text(lua_State *co) {
-  const char *m = lua_tostring(co, -1);
-  if (m) return m;
-  if (luaL_callmeta(co, -1, "__tostring") && lua_isstring(co, -1))
-    return lua_tostring(co, -1);
-  return lua_pushfstring(co, "(error object is a %s value)",
-                         luaL_typename(co, -1));
+/* ---- error reports ------------------------------------------------------ */
+
+static int tostring_meta(lua_State *L) {
+  if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+    return 1;
+  return 0;
 }
 
+const char *lt_error_text(lua_State *L, int idx) {
+  if (idx < 0 && idx > LUA_REGISTRYINDEX) idx = lua_gettop(L) + idx + 1;
+  int t = lua_type(L, idx);
+  if (t == LUA_TSTRING || t == LUA_TNUMBER) {
+    lua_pushvalue(L, idx);
+    return lua_tostring(L, -1);
+  }
+  if (luaL_getmetafield(L, idx, "__tostring")) {
+    lua_pop(L, 1);
+    lua_pushcfunction(L, tostring_meta);
+    lua_pushvalue(L, idx);
+    if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING)
+      return lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return lua_pushfstring(L,
+                           "(error object is a %s value; its __tostring "
+                           "failed)",
+                           luaL_typename(L, idx));
+  }
+  return lua_pushfstring(L, "(error object is a %s value)",
+                         luaL_typename(L, idx));
+}
+
+/* Under lua_pcall on the worker's state: [co, error value] -> the text
+ * of the error with co's traceback. */
+static int build_report(lua_State *L) {
+  lua_State *co = lua_tothread(L, 1);
+  luaL_traceback(L, co, lt_error_text(L, 2), 0);
+  return 1;
+}
+
+/* Leaves the report on top of co (whose error value it replaces). Raises
+ * only when memory runs out twice (the caller's protection handles it). */
 static void report_error(ty_actor *a, lua_State *co, const char **msg,
                          size_t *len) {
   lua_State *L = lt_worker_get()->L;
-  const char *m = error_text(co);
-  luaL_traceback(L, co, m, 0);
+  lt_actor *la = a->user;
+  lua_pushcfunction(L, build_report);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, la->co_ref);
+  lua_xmove(co, L, 1);
+  if (lua_pcall(L, 2, 1, 0)) {
+    lua_pop(L, 1); /* out of memory in the traceback: try it shorter */
+    lua_pushcfunction(L, build_report);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, la->co_ref);
+    lua_pushliteral(L, "(the error could not be reported: out of memory)");
+    if (lua_pcall(L, 2, 1, 0)) lua_error(L);
+  }
   lua_xmove(L, co, 1);
   *msg = lua_tolstring(co, -1, len);
-  lt_actor *la = a->user;
   /* The main actor's error goes to the caller of tycho.run instead. */
   if (la->is_main) return;
   if (!ty__log_enabled(TY_LOG_ERROR)) return;
@@ -150,14 +202,22 @@ int lt_die_now(ty_actor *a, lt_actor *la, const char *reason, size_t len) {
   return TY_DONE;
 }
 
+int lt_memory_death(ty_actor *a, lt_actor *la) {
+  if (ty__log_enabled(TY_LOG_ERROR)) {
+    ty__logev e;
+    ty__log_begin(&e, TY_LOG_ERROR, (int)ty_worker_id(ty_worker_current()) + 1,
+                  la->parent ? la->parent : a->pid, "ended: memory", 13);
+    ty__log_num(&e, "charged", (double)lt_charge_of(la)->mem);
+    ty__log_num(&e, "process", (double)lt_mem_total());
+    ty__log_end(&e);
+  }
+  return lt_die_now(a, la, "memory", 6);
+}
+
 /* ---- signals ------------------------------------------------------------ */
 
 static void trapped_exit(ty_actor *a, ty_msg *m) {
-  lua_State *L = lt_worker_get()->L;
-  lua_pushliteral(L, "EXIT");
-  lua_pushnumber(L, (lua_Number)m->from);
-  lua_pushlstring(L, m->data, m->len);
-  lt_send_values(L, 3, a->pid);
+  send_notice(a->pid, "EXIT", m->from, m->data, m->len);
 }
 
 /* Handles one signal; returns true if the actor must die (reason in m). */
@@ -233,6 +293,12 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
     lt_worker *lw = ty_worker_data(w);
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);
   }
+  /* An actor ended for its memory: give that memory back now. */
+  if (w && la->charge.doomed) {
+    lt_worker *lw = ty_worker_data(w);
+    lt_mem_collect(lw->L);
+    lt_heap_publish(w, &lw->heap);
+  }
   if (la->is_main) lt_main_done(false, "stopped", 7);
   lt_actor_free(la);
 }
@@ -265,4 +331,31 @@ void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
     lt_send_down(m->from, m->to, reason, len);
   }
   free(found);
+}
+
+/* ---- errors of the runtime's own Lua work -------------------------------- */
+
+int lt_runtime_error(ty_actor *a, lt_actor *la, lua_State *L, int status) {
+  char reason[300];
+  if (status == LUA_ERRMEM) {
+    snprintf(reason, sizeof reason, "memory");
+  } else if (lua_type(L, -1) == LUA_TSTRING) {
+    snprintf(reason, sizeof reason,
+             "tycho: error outside the actor's code (a __gc metamethod that "
+             "failed?): %s",
+             lua_tostring(L, -1));
+  } else { /* raised on the actor's coroutine: the value stayed there */
+    snprintf(reason, sizeof reason,
+             "tycho: error outside the actor's code (a __gc metamethod that "
+             "failed?)");
+  }
+  lua_pop(L, 1);
+  if (la->inflight) { /* a message being decoded when it failed */
+    ty_msg_free(la->inflight);
+    la->inflight = NULL;
+  }
+  if (la->finished) return TY_DONE;
+  ty__logf(TY_LOG_ERROR, (int)ty_worker_id(ty_worker_current()) + 1,
+           la->parent ? la->parent : a->pid, "ended: %s", reason);
+  return lt_die_now(a, la, reason, strlen(reason));
 }

@@ -41,6 +41,8 @@
 #include "base/fence.h"
 #include "lapi.h"
 #include "lfn.h"
+#include "lguard.h"
+#include "lmem.h"
 #include "lpool.h"
 #include "lrun.h"
 #include "lstate.h"
@@ -129,7 +131,8 @@ typedef struct lp_job {
   ty_pid to;
   uint64_t ref;
   int kind;
-  int family; /* LP_RESOLVE */
+  int family;    /* LP_RESOLVE */
+  bool answered; /* the reply went out */
   size_t len;
   char data[]; /* LP_RESOLVE: the host name, NUL-terminated; else encoded
                 * (function or name, upvalue module map, args...) */
@@ -178,6 +181,8 @@ static void send_error(lp_job *j, const char *msg) {
 
 typedef struct lp_thread {
   lua_State *L;
+  lt_heap heap;     /* its allocator: the running job is charged */
+  lt_charge charge; /* the running job's */
   int fncache_ref;  /* bytecode -> loaded function (weak values) */
   int resolver_ref; /* "module.function" -> function */
   ty__buf buf;
@@ -222,22 +227,51 @@ static int new_ref_table(lua_State *L, const char *mode) {
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* Under lua_cpcall: the libraries, the workers' package paths and this
+ * copy of the core (f may use the tycho module; its actor functions say
+ * they need an actor), the caches. */
+static int open_state(lua_State *L) {
+  lp_thread *t = lua_touserdata(L, 1);
+  luaL_openlibs(L);
+  if (lt_guard_gc(L) || lt_mem_watch(L, &t->heap)) return lua_error(L);
+  /* The workers' package paths and this copy of the core: f may use the
+   * tycho module; its actor functions say they need an actor. */
+  lt_set_paths(L, &t->paths_version);
+  t->fncache_ref = new_ref_table(L, "v");
+  if (luaL_loadbuffer(L, resolver_src, sizeof resolver_src - 1,
+                      "=tycho.blocking"))
+    return lua_error(L);
+  t->resolver_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
+static void close_state(lp_thread *t) {
+  lt_gc_final(t->L);
+  lt_mem_detach(t->L, &t->heap);
+  lua_close(t->L);
+  lt_mem_flush();
+  ty__buf_free(&t->buf);
+  free(t);
+}
+
+/* The calling pool thread's state, made on its first job; NULL when memory
+ * runs out (the job then fails). */
 static lp_thread *thread_state(void) {
   lp_thread *t = ty_pool_state();
   if (t) return t;
-  t = ty__xcalloc(1, sizeof *t);
+  t = calloc(1, sizeof *t);
+  if (!t) return NULL;
   t->L = luaL_newstate();
-  if (!t->L) ty__die("cannot create a Lua state for a pool thread");
-  luaL_openlibs(t->L);
-  /* The workers' package paths and this copy of the core: f may use the
-   * tycho module; its actor functions say they need an actor. */
-  lt_set_paths(t->L, &t->paths_version);
-  t->fncache_ref = new_ref_table(t->L, "v");
-  if (luaL_loadbuffer(t->L, resolver_src, sizeof resolver_src - 1,
-                      "=tycho.blocking"))
-    ty__die("the blocking resolver does not compile");
-  t->resolver_ref = luaL_ref(t->L, LUA_REGISTRYINDEX);
+  if (!t->L) {
+    free(t);
+    return NULL;
+  }
+  lt_mem_attach(t->L, &t->heap);
   ty__buf_init(&t->buf);
+  if (lua_cpcall(t->L, open_state, t)) {
+    close_state(t);
+    return NULL;
+  }
   ty_pool_set_state(t);
   return t;
 }
@@ -245,10 +279,7 @@ static lp_thread *thread_state(void) {
 /* The pool calls this on a retiring thread: its state goes with it. */
 static void thread_exit(void *state, void *ud) {
   (void)ud;
-  lp_thread *t = state;
-  lua_close(t->L);
-  ty__buf_free(&t->buf);
-  free(t);
+  close_state(state);
 }
 
 /* ---- running a job on a pool thread ------------------------------------- */
@@ -296,13 +327,10 @@ static int prepare(lua_State *L) {
   return n - 1;
 }
 
-/* The message handler: the error with a traceback of where it happened. */
+/* The message handler: the error with a traceback of where it happened
+ * (lt_error_text: a failing __tostring gives a fixed text). */
 static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg)
-    msg =
-        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  luaL_traceback(L, L, msg, 1);
+  luaL_traceback(L, L, lt_error_text(L, 1), 1);
   return 1;
 }
 
@@ -322,28 +350,61 @@ static void reply_values(lp_job *j, lp_thread *t, int first) {
   send_reply(j, LT_REPLY, t->buf.data, t->buf.len);
 }
 
-static void send_lua_error(lp_job *j, lua_State *L) {
-  const char *msg = lua_tostring(L, -1);
+static void send_lua_error(lp_job *j, lua_State *L, int status) {
+  const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  if (status == LUA_ERRMEM) msg = "nomem";
   send_error(j, msg ? msg : "tycho.blocking: error without a message");
+  j->answered = true;
 }
 
-/* Finding f fails without a traceback (it would only show this file's C
- * frames); f itself fails with one. */
-static void run_call(lp_job *j, lp_thread *t) {
-  lua_State *L = t->L;
+/* Under lua_cpcall: finding f fails without a traceback (it would only
+ * show this file's C frames); f itself fails with one. */
+static int call_protected(lua_State *L) {
+  lp_job *j = lua_touserdata(L, 1);
+  lp_thread *t = ty_pool_state();
   lua_settop(L, 0);
   lua_pushcfunction(L, traceback);
   lua_pushcfunction(L, prepare);
   lua_pushlightuserdata(L, j);
-  if (lua_pcall(L, 1, LUA_MULTRET, 0)) {
-    send_lua_error(j, L);
-  } else if (lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1)) {
-    send_lua_error(j, L);
+  int st = lua_pcall(L, 1, LUA_MULTRET, 0);
+  if (!st) st = lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1);
+  if (st) {
+    send_lua_error(j, L, st);
   } else {
     lua_remove(L, 1); /* results from 1: codec errors name "argument N" */
     reply_values(j, t, 1);
+    j->answered = true;
   }
+  return 0;
+}
+
+/* Under lua_cpcall, after a job: a job that ended for its memory gives it
+ * back now; the queued __gc metamethods run. */
+static int after_job(lua_State *L) {
+  lp_thread *t = lua_touserdata(L, 1);
+  if (t->charge.doomed) lua_gc(L, LUA_GCCOLLECT, 0);
+  else lt_mem_after_run(L, &t->heap);
+  lt_gc_after_run(L);
+  return 0;
+}
+
+/* The thread's own Lua work around f (pushing, collecting the garbage of
+ * earlier jobs, whose __gc metamethods may fail) runs protected too: the
+ * job then fails, the thread goes on. */
+static void run_call(lp_job *j, lp_thread *t) {
+  lua_State *L = t->L;
   lua_settop(L, 0);
+  memset(&t->charge, 0, sizeof t->charge);
+  lt_mem_charge(&t->heap, &t->charge);
+  int st = lua_cpcall(L, call_protected, j);
+  lt_mem_charge(&t->heap, NULL);
+  if (t->charge.doomed && !j->answered) {
+    send_error(j, "nomem");
+    j->answered = true;
+  }
+  if (st && !j->answered) send_lua_error(j, L, st);
+  lua_settop(L, 0);
+  lua_cpcall(L, after_job, t);
 }
 
 /* getaddrinfo; replies with the first address as a string. */
@@ -364,17 +425,19 @@ static void run_resolve(lp_job *j, lp_thread *t) {
           : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
   inet_ntop(res->ai_family, src, addr, sizeof addr);
   freeaddrinfo(res);
-  lua_State *L = t->L;
-  lua_settop(L, 0);
-  lua_pushstring(L, addr);
-  reply_values(j, t, 1);
-  lua_settop(L, 0);
+  ty__buf_reset(&t->buf); /* encoded in C: no Lua work to fail here */
+  if (ty__codec_put_string(&t->buf, addr, strlen(addr))) {
+    send_error(j, "memory");
+    return;
+  }
+  send_reply(j, LT_REPLY, t->buf.data, t->buf.len);
 }
 
 static void job_run(ty_pool_job *pj) {
   lp_job *j = (lp_job *)pj;
   lp_thread *t = thread_state();
-  if (j->kind == LP_RESOLVE) run_resolve(j, t);
+  if (!t) send_error(j, "nomem");
+  else if (j->kind == LP_RESOLVE) run_resolve(j, t);
   else run_call(j, t);
   free(j);
 }

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "lapi.h"
+#include "lmem.h"
 #include "lnames.h"
 #include "lpool.h"
 #include "lrun.h"
@@ -59,6 +60,10 @@ static int l_fork(lua_State *L) {
   lt_worker *lw = lt_worker_get();
   lua_xmove(L, lw->L, 1);
   lt_actor *la = lt_actor_new();
+  if (!la) {
+    lua_pop(lw->L, 1);
+    return lt_push_fail(L, "nomem");
+  }
   la->fn_kind = LT_FN_REF;
   la->fn_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
   la->parent = lt_self_pid(c);
@@ -238,13 +243,15 @@ static int l_kill(lua_State *L) {
 #define STAT_FIELDS(X)                                                         \
   X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks)                \
   X(mesh_sent) X(mesh_received) X(inject_pops) X(spawns_placed)                \
-  X(spawns_remote) X(actors) X(preempts) X(stuck)
+  X(spawns_remote) X(actors) X(preempts) X(stuck) X(mailbox)               \
+  X(mailbox_bytes) X(sends_full)
 /* clang-format on */
 
 static int l_stats(lua_State *L) {
   if (!lt_g.rt) return luaL_error(L, "tycho.stats: the runtime is not running");
   unsigned n = ty_runtime_workers(lt_g.rt);
   ty_worker_stats total = {0};
+  size_t lua_total = 0;
   lua_createtable(L, (int)n, 16);
   for (unsigned i = 0; i < n; i++) {
     ty_worker_stats s;
@@ -256,8 +263,22 @@ static int l_stats(lua_State *L) {
   total.f += s.f;
     STAT_FIELDS(SET)
 #undef SET
+    lua_pushnumber(L, (lua_Number)s.mailbox_hwm); /* a maximum, not a sum */
+    lua_setfield(L, -2, "mailbox_hwm");
+    lua_pushnumber(L, (lua_Number)lt_heap_used(i));
+    lua_setfield(L, -2, "lua_memory");
+    lua_total += lt_heap_used(i);
+    if (s.mailbox_hwm > total.mailbox_hwm) total.mailbox_hwm = s.mailbox_hwm;
     lua_rawseti(L, -2, (int)i + 1);
   }
+  lua_pushnumber(L, (lua_Number)total.mailbox_hwm);
+  lua_setfield(L, -2, "mailbox_hwm");
+  lua_pushnumber(L, (lua_Number)lua_total);
+  lua_setfield(L, -2, "lua_memory");
+  lua_pushnumber(L, (lua_Number)lt_mem_total());
+  lua_setfield(L, -2, "memory");
+  lua_pushnumber(L, (lua_Number)lt_g.run_max_memory);
+  lua_setfield(L, -2, "max_memory");
 #define SETT(f)                                                                \
   lua_pushnumber(L, (lua_Number)total.f);                                      \
   lua_setfield(L, -2, #f);

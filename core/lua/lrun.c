@@ -15,6 +15,7 @@
 #include "io/io.h"
 #include "lapi.h"
 #include "lfn.h"
+#include "lmem.h"
 #include "lnames.h"
 #include "lpool.h"
 #include "lrun.h"
@@ -27,6 +28,42 @@ lt_global lt_g = {.io = -1,
                   .stop_timeout = 5.0};
 
 /* ---- config and run ----------------------------------------------------- */
+
+static lua_Number check_count(lua_State *L, const char *k, lua_Number max) {
+  lua_Number v = luaL_checknumber(L, -1);
+  if (!(v >= 1 && v <= max) || floor(v) != v)
+    luaL_error(L, "tycho.config: %s must be an integer from 1 to %.0f", k, max);
+  return v;
+}
+
+static size_t check_bytes(lua_State *L, const char *k, size_t min) {
+  lua_Number v = luaL_checknumber(L, -1);
+  if (!(v >= (lua_Number)min && v <= 9007199254740992.0) || floor(v) != v)
+    luaL_error(L,
+               "tycho.config: %s must be a number of bytes, at least %d "
+               "(or false for the default)",
+               k, (int)min);
+  return (size_t)v;
+}
+
+/* max_mailbox (messages), max_mailbox_bytes, mailbox_warn (messages),
+ * max_memory and actor_memory (bytes; false: the default, none): the value
+ * on top of L. False for another key. */
+static bool config_mailbox(lua_State *L, const char *k) {
+  bool off = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+  if (strcmp(k, "max_memory") == 0)
+    lt_g.max_memory = off ? 0 : check_bytes(L, k, 4 << 20);
+  else if (strcmp(k, "actor_memory") == 0)
+    lt_g.actor_memory = off ? 0 : check_bytes(L, k, 64 << 10);
+  else if (strcmp(k, "max_mailbox") == 0)
+    lt_g.max_mailbox = (uint32_t)check_count(L, k, 4294967295.0);
+  else if (strcmp(k, "max_mailbox_bytes") == 0)
+    lt_g.max_mailbox_bytes = (uint64_t)check_count(L, k, 9007199254740992.0);
+  else if (strcmp(k, "mailbox_warn") == 0)
+    lt_g.mailbox_warn = (uint32_t)check_count(L, k, 4294967295.0);
+  else return false;
+  return true;
+}
 
 static int l_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -66,6 +103,7 @@ static int l_config(lua_State *L) {
       if (!(v >= 0))
         return luaL_error(L, "tycho.config: stop_timeout must be >= 0");
       lt_g.stop_timeout = v;
+    } else if (config_mailbox(L, k)) {
     } else if (strcmp(k, "io") == 0) {
       int io = ty__io_kind_parse(luaL_checkstring(L, -1));
       if (io < 0)
@@ -91,9 +129,10 @@ static int l_config(lua_State *L) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
-                        "stop_timeout, debug, log_level, log_format, "
-                        "pool_max, pool_queue, pool_idle, node, nats, "
-                        "cluster, cluster_backlog)",
+                        "stop_timeout, debug, max_memory, actor_memory, "
+                        "max_mailbox, max_mailbox_bytes, mailbox_warn, "
+                        "log_level, log_format, pool_max, pool_queue, "
+                        "pool_idle, node, nats, cluster, cluster_backlog)",
                         k);
     }
     lua_pop(L, 1);
@@ -187,6 +226,13 @@ static void run_config(lua_State *L, ty_config *cfg) {
   cfg->io = io_kind(L);
   cfg->max_slice_ns = (uint64_t)(lt_g.max_slice * 1e9);
   cfg->stop_timeout_ns = (uint64_t)(lt_g.stop_timeout * 1e9);
+  if (lt_g.max_mailbox) cfg->mbox_max = lt_g.max_mailbox;
+  if (lt_g.max_mailbox_bytes) cfg->mbox_max_bytes = lt_g.max_mailbox_bytes;
+  if (lt_g.mailbox_warn) cfg->mbox_warn = lt_g.mailbox_warn;
+  ty__log_start(); /* now, while memory is plenty (log.h) */
+  lt_g.run_max_memory =
+      lt_g.max_memory ? lt_g.max_memory : lt_mem_default_max();
+  lt_mem_start(lt_g.run_max_memory, lt_g.actor_memory);
 }
 
 /* Stops the runtime within stop_timeout (the pool's jobs included), and
@@ -290,6 +336,7 @@ static int l_run(lua_State *L) {
   ty_config cfg;
   run_config(L, &cfg);
   lt_actor *la = lt_spawn_request(L, 1, 2, "run");
+  if (!la) return luaL_error(L, "tycho.run: out of memory");
   return run_main(L, &cfg, la);
 }
 
@@ -300,6 +347,7 @@ static int l_run_file(lua_State *L) {
   ty_config cfg;
   run_config(L, &cfg);
   lt_actor *la = lt_actor_new();
+  if (!la) return luaL_error(L, "tycho: out of memory");
   la->fn_kind = LT_FN_FILE;
   ty__buf b;
   ty__buf_init(&b);
@@ -309,9 +357,9 @@ static int l_run_file(lua_State *L) {
     lt_actor_free(la);
     return luaL_error(L, "tycho: %s", err);
   }
-  la->spawn = ty__alloc(b.len);
-  memcpy(la->spawn, b.data, b.len);
-  la->spawn_len = (uint32_t)b.len;
+  char *args = ty__alloc(b.len);
+  memcpy(args, b.data, b.len);
+  lt_actor_set_spawn(la, args, b.len);
   ty__buf_free(&b);
   la->origin = strdup(lua_tostring(L, 1));
   return run_main(L, &cfg, la);
@@ -334,6 +382,7 @@ static int l_spawn_at(lua_State *L) {
   if (w < 1 || w > n || floor(w) != w)
     return luaL_error(L, "tycho._spawn_at: worker must be 1..%d", (int)n);
   lt_actor *la = lt_spawn_request(L, 2, 3, "_spawn_at");
+  if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;
   int err = ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid);
   if (err == -EHOSTDOWN) { /* declared stuck: spawn elsewhere, or later */

@@ -50,7 +50,12 @@ typedef struct lt_global {
   double max_slice;          /* seconds a resume may run (0: no watchdog) */
   double stop_timeout;       /* seconds a stop waits for workers, the pool */
   uint64_t stop_deadline_ns; /* of the stop under way (ty__now_ns) */
-  bool debug;         /* config{debug = true} or TYCHO_DEBUG=1: extra checks */
+  bool debug; /* config{debug = true} or TYCHO_DEBUG=1: extra checks */
+  uint32_t max_mailbox, mailbox_warn; /* messages (0: the core's default) */
+  uint64_t max_mailbox_bytes;         /* 0: the core's default */
+  size_t max_memory;                  /* 0: lt_mem_default_max() */
+  size_t actor_memory;                /* 0: no per-actor budget */
+  size_t run_max_memory;              /* the budget of the running tycho.run */
   char *path, *cpath; /* package.path/cpath handed to worker states */
   int argc;
   char **argv;

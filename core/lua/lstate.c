@@ -6,13 +6,15 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "lactor.h"
+#include "lguard.h"
 #include "lrun.h"
 #include "lstate.h"
 
-lt_worker *lt_worker_get(void) {
-  ty_worker *w = ty_worker_current();
-  return w ? ty_worker_data(w) : NULL;
-}
+/* relaxed: figures for tycho.stats, each written by its worker alone. */
+static _Atomic size_t g_heap_used[TY_MAX_WORKERS];
+
+_Thread_local lt_worker *lt_tls_worker;
 
 /* ---- package paths ---------------------------------------------------------
  *
@@ -155,7 +157,7 @@ static void *lt_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   if (ty__unlikely(deny) && nsize > osize && lw->in_lua &&
       deny == ty_worker_seq(lw->w))
     return NULL;
-  return lw->alloc(lw->alloc_ud, p, osize, nsize);
+  return lt_mem_alloc(&lw->heap, p, osize, nsize);
 }
 
 void lt_state_init(ty_worker *w, void *ud) {
@@ -166,9 +168,12 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->w = w;
   lw->flag = ty_worker_flag(w);
   atomic_init(&lw->deny, 0);
-  lw->alloc = lua_getallocf(lw->L, &lw->alloc_ud);
+  lt_mem_attach(lw->L, &lw->heap);
+  lw->heap.pub = &g_heap_used[ty_worker_id(w)];
   lua_setallocf(lw->L, lt_alloc, lw);
   luaL_openlibs(lw->L);
+  if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
+    ty__die("cannot set up a Lua state");
   lt_set_paths(lw->L, &lw->paths_version);
   set_arg(lw->L);
   ty__buf_init(&lw->buf);
@@ -176,15 +181,31 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->dumpcache_ref = new_weak_table(lw->L, "k");
   lw->next_ref = ((uint64_t)ty_worker_id(w) << 48) + 1;
   ty_worker_set_data(w, lw);
+  lt_tls_worker = lw;
+  lt_heap_publish(w, &lw->heap);
 }
 
 void lt_state_exit(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty_worker_data(w);
+  lt_gc_final(lw->L);
+  lt_mem_detach(lw->L, &lw->heap);
   lua_close(lw->L);
+  lt_mem_flush();
+  lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
   free(lw);
   ty_worker_set_data(w, NULL);
+  lt_tls_worker = NULL;
+}
+
+size_t lt_heap_used(unsigned i) {
+  return atomic_load_explicit(&g_heap_used[i], memory_order_relaxed);
+}
+
+void lt_heap_publish(ty_worker *w, const lt_heap *h) {
+  atomic_store_explicit(&g_heap_used[ty_worker_id(w)], h->used,
+                        memory_order_relaxed);
 }
 
 uint64_t lt_new_ref(void) { return lt_worker_get()->next_ref++; }

@@ -9,6 +9,7 @@
 #include <lualib.h>
 
 #include "base/buf.h"
+#include "lmem.h"
 #include "sched/ty.h"
 
 typedef struct lt_worker {
@@ -20,18 +21,23 @@ typedef struct lt_worker {
   const _Atomic uint32_t *flag;
   _Atomic uint64_t deny;
   bool in_lua;
-  lua_Alloc alloc; /* the state's own allocator, wrapped by lt_alloc */
-  void *alloc_ud;
   char where[192];   /* where the last preempted code was */
   ty__buf buf;       /* the encode buffer of this worker's sends */
   int fncache_ref;   /* registry: bytecode string -> function */
   int dumpcache_ref; /* registry, weak keys: function -> bytecode */
   uint64_t next_ref;
   uint64_t paths_version; /* of the package paths this state has */
+  lt_heap heap; /* the accounting of its memory (lmem.h), under lt_alloc */
 } lt_worker;
 
+/* The bytes of worker i's Lua state, as of its last run (any thread). */
+size_t lt_heap_used(unsigned i);
+/* Worker w publishes its heap's size (after a run). */
+void lt_heap_publish(ty_worker *w, const lt_heap *h);
+
 /* The calling worker's, or NULL outside the workers. */
-lt_worker *lt_worker_get(void);
+extern _Thread_local lt_worker *lt_tls_worker;
+static inline lt_worker *lt_worker_get(void) { return lt_tls_worker; }
 /* A fresh call reference, unique per worker. */
 uint64_t lt_new_ref(void);
 /* Gives a new state (worker or pool) the published package paths, noting

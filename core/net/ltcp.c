@@ -51,10 +51,16 @@ static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
   return n;
 }
 
+/* The connecting actor ends (killed, or the runtime stops) before it saw
+ * the outcome. No userdata holds the connection yet, so the waiter's
+ * reference may be the last one (the connect may have completed already):
+ * close it before dropping that reference, or the memory would go with a
+ * descriptor still open. */
 static void connect_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
   lt_conn *c = la->ext_ctx;
   c->writer = NULL;
+  lt_conn_close(c);
   lt_conn_unref(c);
 }
 

@@ -8,7 +8,9 @@
 #include "ltls.h"
 #include "lua/lapi.h"
 
-/* What the current encode took: moved or shared once it succeeds. */
+/* What the current encode took: moved or shared once it succeeds. The list
+ * lives only for one encode (tcp_encoded frees it): a thread-local array
+ * kept between encodes would outlive the worker's thread. */
 typedef struct pending {
   uint64_t token;
   int kind;
@@ -64,8 +66,11 @@ static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
     return hook_fail(err, errlen, "cannot send a closed tcp listener");
   }
   if (t_npend == t_cappend) {
-    t_cappend = t_cappend ? t_cappend * 2 : 8;
-    t_pend = ty__xrealloc(t_pend, t_cappend * sizeof *t_pend);
+    size_t cap = t_cappend ? t_cappend * 2 : 8;
+    pending *p = realloc(t_pend, cap * sizeof *t_pend);
+    if (!p) return hook_fail(err, errlen, "out of memory");
+    t_pend = p;
+    t_cappend = cap;
   }
   *token = lt_transit_token();
   t_pend[t_npend++] = (pending){*token, kind, ud};
@@ -101,7 +106,9 @@ static void tcp_encoded(lua_State *L, bool ok) {
       lt_transit_put(p->token, LT_H_LISTENER, l);
     }
   }
-  t_npend = 0;
+  free(t_pend);
+  t_pend = NULL;
+  t_npend = t_cappend = 0;
 }
 
 /* A connection arrives: its receiver on this worker owns it. */

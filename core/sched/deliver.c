@@ -9,10 +9,14 @@
  */
 #include <string.h>
 
+#include "base/log.h"
 #include "worker.h"
 
 #define MESH_BATCH 64    /* entries taken from one ring per turn */
 #define PUBLISH_BATCH 16 /* staged entries that force a publish */
+/* A send from an actor that leaves a mailbox of its own worker this long
+ * makes the sender yield: the receiver runs next and drains it. */
+#define SEND_YIELD_MARK 128
 
 static ty_actor *actor_of_timer(ty__timer *t) {
   return (ty_actor *)((char *)t - offsetof(ty_actor, timer));
@@ -178,15 +182,84 @@ void ty__drain_inbox(ty_worker *w) {
   }
 }
 
-/* ---- delivery ---------------------------------------------------------- */
+/* ---- mailboxes --------------------------------------------------------- */
 
-void ty__mbox_append(ty_actor *a, ty_msg *m) {
+static uint64_t msg_bytes(const ty_msg *m) { return sizeof *m + m->cap; }
+
+/* The full flag lives in the pid table, where senders on other workers look
+ * (ty_send_limited). It is set when the mailbox reaches a limit and cleared
+ * once it is back under 7/8 of both, so that a mailbox kept at its limit
+ * does not rewrite a line every sender reads at each message. */
+static void set_full(ty_worker *w, ty_actor *a, bool full) {
+  a->mbox.full = full;
+  ty__pident *e = ty__pidtab_get(&w->rt->pids, ty__pid_slot(a->pid));
+  /* relaxed: a hint for senders; only this (home) worker writes the bit.
+   * Read-modify-write: the watchdog may rewrite the word of a stuck
+   * worker's actor meanwhile (its pid dies), and that must not be lost. */
+  if (full)
+    atomic_fetch_or_explicit(&e->word, TY__W_FULL, memory_order_relaxed);
+  else
+    atomic_fetch_and_explicit(&e->word, ~(uint64_t)TY__W_FULL,
+                              memory_order_relaxed);
+  TY_CHAOS(); /* senders on other workers read the word meanwhile */
+}
+
+static void log_mbox(ty_worker *w, ty_actor *a, const char *what) {
+  if (!ty__log_enabled(TY_LOG_WARN)) return;
+  ty__logev e;
+  ty__log_begin(&e, TY_LOG_WARN, (int)w->id + 1, a->pid, what, strlen(what));
+  ty__log_num(&e, "messages", a->mbox.len);
+  ty__log_num(&e, "bytes", (double)a->mbox.bytes);
+  ty__log_end(&e);
+}
+
+/* After an append: high-water marks, the warning, the full flag. */
+static void mbox_grew(ty_worker *w, ty_actor *a) {
+  ty_mailbox *mb = &a->mbox;
+  const ty_config *c = &w->rt->cfg;
+  if (mb->len > mb->hwm) {
+    mb->hwm = mb->len;
+    if (mb->len >
+        atomic_load_explicit(&w->stats.mailbox_hwm, memory_order_relaxed))
+      atomic_store_explicit(&w->stats.mailbox_hwm, mb->len,
+                            memory_order_relaxed);
+  }
+  if (!mb->warned &&
+      (mb->len >= c->mbox_warn || mb->bytes >= c->mbox_max_bytes / 2)) {
+    mb->warned = true;
+    log_mbox(w, a, "long mailbox");
+  }
+  if (!mb->full && (mb->len >= c->mbox_max || mb->bytes >= c->mbox_max_bytes)) {
+    set_full(w, a, true);
+    log_mbox(w, a, "mailbox full: sends to it fail");
+  }
+}
+
+static void mbox_shrank(ty_worker *w, ty_actor *a) {
+  ty_mailbox *mb = &a->mbox;
+  const ty_config *c = &w->rt->cfg;
+  if (mb->warned && mb->len < c->mbox_warn / 2 &&
+      mb->bytes < c->mbox_max_bytes / 4)
+    mb->warned = false;
+  if (mb->full && mb->len < c->mbox_max - c->mbox_max / 8 &&
+      mb->bytes < c->mbox_max_bytes - c->mbox_max_bytes / 8)
+    set_full(w, a, false);
+}
+
+void ty__mbox_append(ty_worker *w, ty_actor *a, ty_msg *m) {
   m->node.next = NULL;
   if (a->mbox.tail) a->mbox.tail->node.next = &m->node;
   else a->mbox.head = m;
   a->mbox.tail = m;
   a->mbox.len++;
   a->mbox.signals += m->kind >= TY_MSG_SIGNAL;
+  a->mbox.bytes += msg_bytes(m);
+  TY__STAT_ADD(w, mailbox, 1);
+  TY__STAT_ADD(w, mailbox_bytes, msg_bytes(m));
+  const ty_config *c = &w->rt->cfg;
+  if (a->mbox.len > a->mbox.hwm || a->mbox.len >= c->mbox_warn ||
+      a->mbox.len >= c->mbox_max || a->mbox.bytes >= c->mbox_max_bytes / 2)
+    mbox_grew(w, a);
 }
 
 void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
@@ -197,8 +270,15 @@ void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
   if (a->mbox.tail == m) a->mbox.tail = prev;
   a->mbox.len--;
   a->mbox.signals -= m->kind >= TY_MSG_SIGNAL;
+  a->mbox.bytes -= msg_bytes(m);
   m->node.next = NULL;
+  ty_worker *w = ty__tls_worker;
+  TY__STAT_ADD(w, mailbox, (uint64_t)-1);
+  TY__STAT_ADD(w, mailbox_bytes, (uint64_t)0 - msg_bytes(m));
+  if (a->mbox.warned || a->mbox.full) mbox_shrank(w, a);
 }
+
+/* ---- delivery ---------------------------------------------------------- */
 
 static bool wakes(const ty_actor *a, const ty_msg *m) {
   return a->state == TY__A_WAITING &&
@@ -223,8 +303,23 @@ void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running) {
   ty__assert(ty__w_home(word) == w->id);
   /* relaxed: we are the home worker and stored this pointer ourselves. */
   ty_actor *a = atomic_load_explicit(&e->actor, memory_order_relaxed);
-  ty__mbox_append(a, m);
+  if (m->ref && m->ref == a->wait_ref && a->wait_ref != TY_REF_WAKE &&
+      m->kind < TY_MSG_SIGNAL && !a->awaited) {
+    a->awaited = m; /* the reply a call waits for: no mailbox scan */
+  } else {
+    ty__mbox_append(w, a, m);
+    /* A flood from an actor of this worker: let the receiver drain it
+     * (the sender yields; the receiver sits in the LIFO slot). */
+    if (from_running && a->mbox.len >= SEND_YIELD_MARK)
+      w->current->flags |= TY__AF_SEND_YIELD;
+  }
   if (wakes(a, m)) make_ready(w, a, from_running);
+}
+
+ty_msg *ty_actor_take_awaited(ty_actor *a) {
+  ty_msg *m = a->awaited;
+  a->awaited = NULL;
+  return m;
 }
 
 void ty_actor_wake(ty_actor *a) {
@@ -234,7 +329,7 @@ void ty_actor_wake(ty_actor *a) {
 }
 
 bool ty_send_blocked(const ty_actor *a) {
-  return a->flags & TY__AF_SEND_BLOCKED;
+  return a->flags & (TY__AF_SEND_BLOCKED | TY__AF_SEND_YIELD);
 }
 
 /* Called by ty_send for a message that went into an overflow list. */
@@ -249,6 +344,10 @@ void ty__worker_note_blocked(ty_worker *w, unsigned to) {
 
 void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   ty_worker *w = ty_worker_current();
+  if (a->awaited && a->awaited->ref != ref) { /* a reply nobody waits for */
+    ty__undeliverable(w, a->awaited);
+    a->awaited = NULL;
+  }
   a->wait_ref = ref;
   a->flags &= ~TY__AF_TIMED_OUT;
   if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);

@@ -42,7 +42,8 @@ static ty__pident *chunk_for(ty__pidtab *t, uint32_t slot) {
   /* acquire: see the zeroed chunk another thread published. */
   ty__pident *c = atomic_load_explicit(cp, memory_order_acquire);
   if (c) return c;
-  ty__pident *fresh = ty__xcalloc(TY__PT_CHUNK, sizeof *fresh);
+  ty__pident *fresh = calloc(TY__PT_CHUNK, sizeof *fresh);
+  if (!fresh) return NULL; /* out of memory: this slot is never used */
   TY_CHAOS(); /* another thread allocates the same chunk meanwhile */
   /* acq_rel: release publishes our zeroed chunk; acquire (on failure) sees
    * the winner's. The loser frees its copy. */
@@ -66,7 +67,8 @@ ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot) {
                                                   memory_order_relaxed,
                                                   memory_order_relaxed));
   *slot = s;
-  return &chunk_for(t, s)[s & (TY__PT_CHUNK - 1)];
+  ty__pident *c = chunk_for(t, s);
+  return c ? &c[s & (TY__PT_CHUNK - 1)] : NULL;
 }
 
 ty_pid ty__pidtab_claim(ty__pidtab *t, ty__pident *e, uint32_t slot) {
@@ -76,6 +78,7 @@ ty_pid ty__pidtab_claim(ty__pidtab *t, ty__pident *e, uint32_t slot) {
   uint32_t gen = ty__w_gen(w);
   if (gen == 0) gen = 1;
   atomic_store_explicit(&e->pending, NULL, memory_order_relaxed);
+  atomic_store_explicit(&e->npending, 0, memory_order_relaxed);
   atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
   /* release: a sender that acquires this word sees the cleared fields. */
   atomic_store_explicit(&e->word, ty__w_make(gen, TY__S_PENDING, 0),

@@ -3,7 +3,8 @@
  *
  * One entry per slot, in chunks allocated on first use (so the table costs
  * memory only for slots ever used). An entry's `word` packs
- *   gen (17 bits) << 32 | state (8) << 24 | home (16) << 8 | lock (1)
+ *   gen (17 bits) << 32 | state (8) << 24 | home (16) << 8 | full (1) << 1 |
+ *   lock (1)
  * and is the only thing other threads read: a sender checks the generation
  * and the state, then routes to `home`. `actor` is read only by the home
  * worker, after it has seen home == itself in `word` (acquire).
@@ -41,6 +42,7 @@ enum {
 typedef struct ty__pident {
   _Atomic uint64_t word;
   _Atomic(ty_msg *) pending; /* LIFO under the lock bit; reversed at start */
+  _Atomic uint32_t npending; /* its length (for ty_send_limited) */
   _Atomic(ty_actor *) actor; /* set by the home worker before LIVE */
 } ty__pident;
 
@@ -80,6 +82,10 @@ static inline uint32_t ty__w_gen(uint64_t w) { return (uint32_t)(w >> 32); }
 static inline unsigned ty__w_state(uint64_t w) { return (w >> 24) & 0xff; }
 static inline unsigned ty__w_home(uint64_t w) { return (w >> 8) & 0xffff; }
 static inline bool ty__w_locked(uint64_t w) { return w & 1; }
+/* Bit 1 of a LIVE entry: its mailbox is full (set and cleared by the home
+ * worker only; a hint for senders on other workers, see ty_send_limited). */
+#define TY__W_FULL 2u
+static inline bool ty__w_full(uint64_t w) { return w & TY__W_FULL; }
 static inline uint64_t ty__w_make(uint32_t gen, unsigned state, unsigned home) {
   return ((uint64_t)gen << 32) | ((uint64_t)state << 24) |
          ((uint64_t)home << 8);
@@ -98,7 +104,8 @@ static inline ty__pident *ty__pidtab_get(ty__pidtab *t, uint32_t slot) {
 }
 
 /* Takes a fresh slot from the bump counter (allocating its chunk); returns
- * its entry and sets *slot, or NULL when the table is full. */
+ * its entry and sets *slot, or NULL when the table is full (or memory for
+ * its chunk ran out). */
 ty__pident *ty__pidtab_bump(ty__pidtab *t, uint32_t *slot);
 
 /* Pid of an entry that the caller just took (FREE), now made PENDING. */

@@ -41,14 +41,22 @@ static ty_worker *worker_of(ty_runtime *rt) {
   return w && w->rt == rt ? w : NULL;
 }
 
-/* A new spawn request with a fresh pid, not placed yet; NULL when the pid
- * table is full. */
+/* A new spawn request with a fresh pid, not placed yet; NULL with *err
+ * -ENOMEM (out of memory) or -EAGAIN (the pid table is full). */
 static ty_actor *new_request(ty_runtime *rt, ty_worker *w, void *user,
-                             ty_pid *out) {
+                             ty_pid *out, int *err) {
+  ty_actor *a = ty__actor_alloc();
+  if (!a) {
+    *err = -ENOMEM;
+    return NULL;
+  }
   uint32_t slot;
   ty__pident *e = take_slot(rt, w, &slot);
-  if (!e) return NULL;
-  ty_actor *a = ty__actor_alloc();
+  if (!e) {
+    ty__actor_free(a);
+    *err = -EAGAIN;
+    return NULL;
+  }
   a->type = TY__T_ACTOR;
   a->user = user;
   a->pid = ty__pidtab_claim(&rt->pids, e, slot);
@@ -140,8 +148,9 @@ int ty_spawn_hook(ty_runtime *rt, void *user, ty_pid *out,
                   int (*before)(ty_pid pid, void *ctx), void *ctx) {
   ty_worker *w = worker_of(rt);
   ty_pid pid;
-  ty_actor *a = new_request(rt, w, user, &pid);
-  if (!a) return -EAGAIN;
+  int err;
+  ty_actor *a = new_request(rt, w, user, &pid, &err);
+  if (!a) return err;
   int r = before ? before(pid, ctx) : 0;
   if (r) {
     /* Nobody knows the pid (before did not publish it): no sender can hold
@@ -167,8 +176,9 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
   if (worker >= rt->n) return -EINVAL;
   if (ty_worker_is_stuck(rt, worker)) return -EHOSTDOWN;
   ty_worker *w = worker_of(rt);
-  ty_actor *a = new_request(rt, w, user, out);
-  if (!a) return -EAGAIN;
+  int err;
+  ty_actor *a = new_request(rt, w, user, out, &err);
+  if (!a) return err;
   a->pinned = true;
   if (w && w->id == worker) {
     ty__ready_push(w, a);
@@ -182,27 +192,34 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
 
 /* ---- messages ---------------------------------------------------------- */
 
-/* The receiver has not started: queue on its entry under the lock bit. */
-static bool send_pending(ty__pident *e, ty_msg *m, uint64_t *word) {
+/* The receiver has not started: queue on its entry under the lock bit.
+ * Returns 1 when queued, 0 to try again (*word reloaded), -ENOBUFS when a
+ * limited send finds `limit` messages waiting already. */
+static int send_pending(ty__pident *e, ty_msg *m, uint64_t *word,
+                        uint32_t limit) {
   uint64_t w = *word;
   if (ty__w_locked(w)) {
     ty__cpu_relax();
     *word = atomic_load_explicit(&e->word, memory_order_acquire);
-    return false;
+    return 0;
   }
   /* acquire: see the list as the previous lock holder left it. */
   if (!atomic_compare_exchange_weak_explicit(&e->word, word, w | 1,
                                              memory_order_acquire,
                                              memory_order_acquire))
-    return false;
+    return 0;
   TY_CHAOS(); /* the starter spins on the lock bit meanwhile */
   /* relaxed: guarded by the lock bit. */
-  m->node.next =
-      (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
-  atomic_store_explicit(&e->pending, m, memory_order_relaxed);
+  uint32_t n = atomic_load_explicit(&e->npending, memory_order_relaxed);
+  if (n < limit) {
+    m->node.next =
+        (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
+    atomic_store_explicit(&e->pending, m, memory_order_relaxed);
+    atomic_store_explicit(&e->npending, n + 1, memory_order_relaxed);
+  }
   /* release: the starter's acquire CAS sees the list. */
   atomic_store_explicit(&e->word, w, memory_order_release);
-  return true;
+  return n < limit ? 1 : -ENOBUFS;
 }
 
 /* To the port: a worker stages m in its ring to the port (a full ring keeps
@@ -227,7 +244,12 @@ int ty_port_send(ty_runtime *rt, ty_msg *m) {
   return 0;
 }
 
-int ty_send(ty_runtime *rt, ty_msg *m) {
+static int refused(ty_worker *w) {
+  if (w) TY__STAT_ADD(w, sends_full, 1);
+  return -ENOBUFS;
+}
+
+static int send_msg(ty_runtime *rt, ty_msg *m, bool limited) {
   ty_worker *w = worker_of(rt);
   if (ty_pid_node(m->to) != rt->cfg.node) { /* another node's actor */
     if (!ty_node_live(rt, ty_pid_node(m->to))) return -ESRCH;
@@ -242,9 +264,12 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
         ty__w_state(word) == TY__S_FREE)
       return -ESRCH;
     if (ty__w_state(word) == TY__S_PENDING) {
-      if (send_pending(e, m, &word)) return 0;
-      continue;
+      int r =
+          send_pending(e, m, &word, limited ? rt->cfg.mbox_max : UINT32_MAX);
+      if (r == 0) continue;
+      return r > 0 ? 0 : refused(w);
     }
+    if (limited && ty__w_full(word)) return refused(w);
     unsigned home = ty__w_home(word);
     if (!w) {
       send_node_from_thread(rt, home, &m->node);
@@ -256,6 +281,10 @@ int ty_send(ty_runtime *rt, ty_msg *m) {
     return 0;
   }
 }
+
+int ty_send(ty_runtime *rt, ty_msg *m) { return send_msg(rt, m, false); }
+
+int ty_send_limited(ty_runtime *rt, ty_msg *m) { return send_msg(rt, m, true); }
 
 bool ty_pid_alive(ty_runtime *rt, ty_pid pid) {
   if (pid && ty_pid_node(pid) != rt->cfg.node)

@@ -22,6 +22,9 @@ void ty_config_init(ty_config *c) {
   c->spin_ns = 50000;
   c->max_slice_ns = 1000000000ull;
   c->stop_timeout_ns = 5000000000ull;
+  c->mbox_max = TY_MBOX_MAX;
+  c->mbox_max_bytes = TY_MBOX_MAX_BYTES;
+  c->mbox_warn = TY_MBOX_WARN;
   const char *pin = getenv("TYCHO_PIN");
   c->pin = pin && *pin == '1';
 }
@@ -39,6 +42,7 @@ static int check_config(ty_config *c) {
   if (!pow2(c->mesh_ring) || !pow2(c->spawnq_cap) ||
       c->spawnq_cap > TY__SPAWNQ_CAP || c->budget == 0)
     return -EINVAL;
+  if (c->mbox_max == 0 || c->mbox_max_bytes == 0) return -EINVAL;
   if (c->gq_interval_seed < 2) c->gq_interval_seed = 2;
   if (c->gq_interval_seed > 127) c->gq_interval_seed = 127;
   return 0;
@@ -124,9 +128,11 @@ uint64_t ty_runtime_now_ns(const ty_runtime *rt) {
 
 /* ---- actors and messages ------------------------------------------------ */
 
-ty_msg *ty_msg_new(size_t len) {
+ty_msg *ty_msg_try_new(size_t len) {
+  if (len > UINT32_MAX - sizeof(ty_msg) - 16) return NULL;
   size_t size = ty__alloc_size(sizeof(ty_msg) + len);
-  ty_msg *m = ty__alloc(size);
+  ty_msg *m = ty__try_alloc(size);
+  if (!m) return NULL;
   memset(m, 0, sizeof *m);
   m->type = TY__T_MSG;
   m->len = (uint32_t)len;
@@ -134,11 +140,17 @@ ty_msg *ty_msg_new(size_t len) {
   return m;
 }
 
+ty_msg *ty_msg_new(size_t len) {
+  ty_msg *m = ty_msg_try_new(len);
+  if (ty__unlikely(!m)) ty__die("out of memory");
+  return m;
+}
+
 void ty_msg_free(ty_msg *m) { ty__free(m, sizeof(ty_msg) + m->cap); }
 
 ty_actor *ty__actor_alloc(void) {
-  ty_actor *a = ty__alloc(sizeof *a);
-  memset(a, 0, sizeof *a);
+  ty_actor *a = ty__try_alloc(sizeof *a);
+  if (a) memset(a, 0, sizeof *a);
   return a;
 }
 
@@ -161,8 +173,22 @@ void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   GET(spawns_remote);
   GET(actors);
   GET(preempts);
+  GET(mailbox);
+  GET(mailbox_bytes);
+  GET(mailbox_hwm);
+  GET(sends_full);
 #undef GET
   o->stuck = ty_worker_is_stuck(rt, i);
+}
+
+uint64_t ty_runtime_mailbox_bytes(ty_runtime *rt) {
+  uint64_t sum = 0;
+  /* relaxed: counters; a sum of hints. A worker's count can only be read
+   * as a moment of its own history, so the sum is never negative. */
+  for (unsigned i = 0; i < rt->n; i++)
+    sum += atomic_load_explicit(&rt->workers[i].stats.mailbox_bytes,
+                                memory_order_relaxed);
+  return sum;
 }
 
 /* ---- leftovers ---------------------------------------------------------- */

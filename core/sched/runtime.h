@@ -29,6 +29,7 @@ enum {
 enum {
   TY__AF_TIMED_OUT = 1, /* the timer ended the last wait */
   TY__AF_SEND_BLOCKED = 2,
+  TY__AF_SEND_YIELD = 4, /* filled a long mailbox on its own worker */
 };
 
 /* ty__wd_after_resume: the worker came back from being stuck and destroyed
@@ -62,7 +63,7 @@ static inline ty__node *ty__list_pop(ty__list *l) {
 typedef struct ty__stats {
   _Atomic uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
       mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
-      preempts;
+      preempts, mailbox, mailbox_bytes, mailbox_hwm, sends_full;
 } ty__stats;
 
 #define TY__STAT_ADD(w, field, n)                                              \
@@ -202,7 +203,7 @@ struct ty_runtime {
 };
 
 /* runtime.c */
-ty_actor *ty__actor_alloc(void);
+ty_actor *ty__actor_alloc(void); /* NULL when memory runs out */
 /* worker.c: an ended actor's pid slot dies (new generation) and goes to
  * w's free list. */
 void ty__free_slot(ty_worker *w, ty_actor *a);

@@ -91,12 +91,18 @@ struct ty_msg {
   char data[];
 };
 
-/* A waiting actor's mailbox: singly linked FIFO, touched only by its worker. */
+/* A waiting actor's mailbox: singly linked FIFO, touched only by its worker.
+ * `bytes` counts what the queued messages occupy (header and payload);
+ * `hwm` is the longest the mailbox has been. */
 typedef struct ty_mailbox {
   ty_msg *head;
   ty_msg *tail;
   uint32_t len;
   uint32_t signals; /* how many have kind >= TY_MSG_SIGNAL */
+  uint64_t bytes;
+  uint32_t hwm;
+  bool warned; /* passed the warning mark (logged once per crossing) */
+  bool full;   /* at its limit: limited sends are refused (ty_send_limited) */
 } ty_mailbox;
 
 struct ty_actor {
@@ -107,6 +113,10 @@ struct ty_actor {
   uint8_t flags; /* TY__AF_* (worker-private) */
   ty_pid pid;
   uint64_t wait_ref; /* while waiting: wake only for this ref (0: any) */
+  /* The message whose ref is wait_ref (a call's reply) when it arrives: kept
+   * out of the mailbox, so that finding it costs nothing whatever the
+   * backlog (ty_actor_take_awaited). */
+  ty_msg *awaited;
   ty_mailbox mbox;
   ty__timer timer;
   struct ty__mtimer *timers; /* message timers it owns (ty_timer_send) */
@@ -151,6 +161,12 @@ typedef struct ty_actor_ops {
    * set m->to now: a name resolved at delivery), or nonzero to drop it
    * (it then meets undeliverable). May be NULL: m goes to m->to as is. */
   int (*timer_due)(ty_msg *m, ty_worker *w, void *ud);
+  /* Runs the worker's loop: calls loop(w, NULL), which returns when the
+   * runtime stops. May be NULL (the loop is called directly). The binding
+   * runs the loop inside its error protection; when that catches an error
+   * unwinding out of a resume, it ends the actor and calls
+   * ty_worker_resume_failed, then the loop again. */
+  void (*run)(ty_worker *w, void (*loop)(ty_worker *w, void *arg), void *ud);
 } ty_actor_ops;
 
 /* Why running code is asked to stop (ty_actor_ops.interrupt). */
@@ -177,10 +193,20 @@ typedef struct ty_config {
   uint64_t stop_timeout_ns;  /* how long a stop waits for a worker */
   unsigned node;             /* this node's id in its cluster, 0: none */
   bool port;                 /* a port for the cluster gateway (below) */
+  /* Mailbox limits, for ty_send_limited: messages and bytes; and the length
+   * at which a mailbox is logged as long (once per crossing). */
+  uint32_t mbox_max;
+  uint64_t mbox_max_bytes;
+  uint32_t mbox_warn;
 } ty_config;
 
 /* Fills *c with the defaults (workers 0, ring 1024, spawnq 256, budget 64,
- * LIFO 3, interval 61, spin 50 us, slice 1 s, stop timeout 5 s). */
+ * LIFO 3, interval 61, spin 50 us, slice 1 s, stop timeout 5 s; mailboxes:
+ * TY_MBOX_MAX messages, TY_MBOX_MAX_BYTES bytes, warning at TY_MBOX_WARN
+ * messages). */
+#define TY_MBOX_MAX 1000000u
+#define TY_MBOX_MAX_BYTES ((uint64_t)256 << 20)
+#define TY_MBOX_WARN 10000u
 void ty_config_init(ty_config *c);
 
 /* Creates a runtime (threads not started). ud is passed to every op. */
@@ -207,6 +233,7 @@ uint64_t ty_runtime_now_ns(const ty_runtime *rt);
 /*
  * Creates an actor with binding data `user` and places it (P2C from a worker,
  * the inject queue from any other thread). *out gets its pid. Any thread.
+ * -EAGAIN when the pid table is full, -ENOMEM when memory runs out.
  */
 int ty_spawn(ty_runtime *rt, void *user, ty_pid *out);
 
@@ -229,8 +256,10 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out);
 int ty_spawn_hook(ty_runtime *rt, void *user, ty_pid *out,
                   int (*before)(ty_pid pid, void *ctx), void *ctx);
 
-/* Allocates a message with room for `len` payload bytes (m->len = len). */
+/* Allocates a message with room for `len` payload bytes (m->len = len);
+ * dies when memory runs out. ty_msg_try_new answers NULL instead. */
 ty_msg *ty_msg_new(size_t len);
+ty_msg *ty_msg_try_new(size_t len);
 void ty_msg_free(ty_msg *m);
 
 /*
@@ -242,9 +271,27 @@ void ty_msg_free(ty_msg *m);
  */
 int ty_send(ty_runtime *rt, ty_msg *m);
 
-/* True when the last send from this actor found its ring full: the actor
- * should return TY_YIELD now; the worker resumes it once the ring has room. */
+/*
+ * ty_send for messages a receiver may refuse (ordinary sends and calls, not
+ * replies or signals): -ENOBUFS when the receiver's mailbox is at its limit
+ * (ty_config.mbox_max / mbox_max_bytes; the caller still owns m). The
+ * receiver's worker flags a full mailbox in the pid table, so a sender on
+ * another worker sees the flag a little late: messages already travelling
+ * (at most a ring's worth per pair of workers, plus one per sender blocked
+ * on a full ring) still land past the limit. Messages to an actor that has
+ * not started yet are not limited.
+ */
+int ty_send_limited(ty_runtime *rt, ty_msg *m);
+
+/* True when the last send from this actor found its ring full, or filled
+ * the long mailbox of an actor of its own worker: the actor should return
+ * TY_YIELD now; the worker resumes it once the ring has room (or at once,
+ * behind the receiver). */
 bool ty_send_blocked(const ty_actor *a);
+
+/* From ops->run, after an error unwound out of ops->resume: finish the
+ * interrupted run of the current actor as if resume had returned r. */
+void ty_worker_resume_failed(ty_worker *w, int r);
 
 /* The worker running the calling thread, or NULL. */
 ty_worker *ty_worker_current(void);
@@ -310,12 +357,25 @@ void ty_actor_wake(ty_actor *a);
 /* After a resume that followed ty_actor_wait: did the timer end the wait? */
 bool ty_actor_timed_out(const ty_actor *a);
 
+/* The message whose ref is the current wait ref, if it has arrived (the
+ * caller owns it), else NULL. While an actor waits for a ref, the message
+ * carrying it skips the mailbox and waits here instead, so that finding a
+ * call's reply costs the same whatever the backlog. Refs 0 (any message)
+ * and TY_REF_WAKE are not kept apart. */
+ty_msg *ty_actor_take_awaited(ty_actor *a);
+/* A wait ref for waits that only signals, the timer or a message sent with
+ * this very ref end (a nudge); such a message stays in the mailbox. */
+#define TY_REF_WAKE UINT64_MAX
+
 /* Per-worker counters, readable from any thread while it runs. `preempts`:
- * resumes the watchdog asked to stop; `stuck`: 1 while declared stuck. */
+ * resumes the watchdog asked to stop; `stuck`: 1 while declared stuck;
+ * mailbox: messages queued in the mailboxes of the worker's actors now;
+ * mailbox_bytes: their size; mailbox_hwm: the longest mailbox the worker has
+ * seen; sends_full: sends from this worker refused by a full mailbox. */
 typedef struct ty_worker_stats {
   uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
       mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
-      preempts, stuck;
+      preempts, stuck, mailbox, mailbox_bytes, mailbox_hwm, sends_full;
 } ty_worker_stats;
 
 /* ---- the watchdog (watchdog.c) ----------------------------------------- */
@@ -343,6 +403,9 @@ bool ty_worker_is_stuck(ty_runtime *rt, unsigned i);
 void ty_worker_each_actor(ty_worker *w, void (*fn)(ty_actor *a, void *ud),
                           void *ud);
 void ty_worker_stats_get(ty_runtime *rt, unsigned worker, ty_worker_stats *out);
+/* Bytes queued in every mailbox now (the sum of the workers' mailbox_bytes;
+ * each term may lag by its worker's last message). Any thread. */
+uint64_t ty_runtime_mailbox_bytes(ty_runtime *rt);
 
 /*
  * The port: one more endpoint of the mesh, for a thread that is not a worker

@@ -24,11 +24,11 @@
 #define INJECT_BATCH 128
 #define GQ_TARGET_NS 200000.0 /* Tokio: aim to check inject every 200 us */
 
-static _Thread_local ty_worker *tls_worker;
+_Thread_local ty_worker *ty__tls_worker;
 
-ty_worker *ty_worker_current(void) { return tls_worker; }
+ty_worker *ty_worker_current(void) { return ty__tls_worker; }
 ty_actor *ty_actor_current(void) {
-  return tls_worker ? tls_worker->current : NULL;
+  return ty__tls_worker ? ty__tls_worker->current : NULL;
 }
 unsigned ty_worker_id(const ty_worker *w) { return w->id; }
 ty_runtime *ty_worker_runtime(const ty_worker *w) { return w->rt; }
@@ -67,6 +67,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   TY_CHAOS(); /* senders see LIVE and go to the mailbox meanwhile */
   /* relaxed: ordered by the CAS above; no sender touches it after LIVE. */
   ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
+  atomic_store_explicit(&e->npending, 0, memory_order_relaxed);
   ty_msg *rev = NULL;
   while (m) { /* pending is newest first */
     ty_msg *next = (ty_msg *)m->node.next;
@@ -76,7 +77,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   }
   while (rev) {
     ty_msg *next = (ty_msg *)rev->node.next;
-    ty__mbox_append(a, rev);
+    ty__mbox_append(w, a, rev);
     rev = next;
   }
   w->live++;
@@ -122,6 +123,7 @@ static void finish_actor(ty_worker *w, ty_actor *a) {
   ty__free_slot(w, a);
   ty__mtimer_drop_owned(w, a); /* its timers end with it */
   ty_msg *m;
+  if ((m = ty_actor_take_awaited(a))) ty__undeliverable(w, m);
   while ((m = ty_mbox_pop(a))) ty__undeliverable(w, m);
   rt->ops.destroy(a, w, rt->ud);
   ty__actor_free(a);
@@ -129,38 +131,13 @@ static void finish_actor(ty_worker *w, ty_actor *a) {
   TY__STAT_ADD(w, actors, (uint64_t)-1);
 }
 
-static void run_actor(ty_worker *w, ty_actor *a) {
-  ty_runtime *rt = w->rt;
-  if (!a->started) start_actor(w, a);
-  a->state = TY__A_RUNNING;
-  w->current = a;
-  w->place_left = 0;  /* placement blocks never span two runs */
-  ty__update_load(w); /* counts the running actor: a long run looks busy */
-  uint64_t seq = 2 * w->resumes + 1;
-  /* release: the watchdog's acquire load of this value sees w->current and
-   * all this worker did before the resume (watchdog.c). */
-  atomic_store_explicit(&w->wd.seq, seq, memory_order_release);
-  int r = rt->ops.resume(a, rt->ud);
-  /* release: as above. Then the hot half of the watchdog's Dekker pair:
-   * "left the resume" is stored before the flag is loaded, with only a
-   * compiler barrier between (the watchdog runs ty__heavy_fence). */
-  atomic_store_explicit(&w->wd.seq, seq + 1, memory_order_release);
-  w->resumes++;
-  atomic_signal_fence(memory_order_seq_cst);
-  /* relaxed: see above; a set flag is acted on under the watchdog lock. */
-  if (ty__unlikely(atomic_load_explicit(&w->wd.flag, memory_order_relaxed))) {
-    r = ty__wd_after_resume(w, a, r);
-    if (r == TY__GONE) { /* a and every other actor here are destroyed */
-      w->current = NULL;
-      ty__publish_all(w);
-      return;
-    }
-  }
+/* The tail of a run: the actor goes back to a queue, waits or ends. */
+static void after_run(ty_worker *w, ty_actor *a, int r) {
   w->current = NULL;
   a->started = true;
   TY__STAT_ADD(w, polls, 1);
   bool blocked = a->flags & TY__AF_SEND_BLOCKED;
-  a->flags &= ~TY__AF_SEND_BLOCKED;
+  a->flags &= ~(TY__AF_SEND_BLOCKED | TY__AF_SEND_YIELD);
   if (r == TY_DONE) {
     finish_actor(w, a);
   } else if (blocked && r == TY_YIELD) {
@@ -179,6 +156,46 @@ static void run_actor(ty_worker *w, ty_actor *a) {
     a->state = TY__A_WAITING;
   }
   ty__publish_all(w);
+}
+
+/* What follows a resume that returned r, or one that the binding's
+ * protection interrupted (ty_worker_resume_failed). */
+static void after_resume(ty_worker *w, ty_actor *a, int r) {
+  uint64_t seq = 2 * w->resumes + 1; /* the resume's, stored by run_actor */
+  /* release: as in run_actor. Then the hot half of the watchdog's Dekker
+   * pair: "left the resume" is stored before the flag is loaded, with only
+   * a compiler barrier between (the watchdog runs ty__heavy_fence). */
+  atomic_store_explicit(&w->wd.seq, seq + 1, memory_order_release);
+  w->resumes++;
+  atomic_signal_fence(memory_order_seq_cst);
+  /* relaxed: see above; a set flag is acted on under the watchdog lock. */
+  if (ty__unlikely(atomic_load_explicit(&w->wd.flag, memory_order_relaxed))) {
+    r = ty__wd_after_resume(w, a, r);
+    if (r == TY__GONE) { /* a and every other actor here are destroyed */
+      w->current = NULL;
+      ty__publish_all(w);
+      return;
+    }
+  }
+  after_run(w, a, r);
+}
+
+static void run_actor(ty_worker *w, ty_actor *a) {
+  ty_runtime *rt = w->rt;
+  if (!a->started) start_actor(w, a);
+  a->state = TY__A_RUNNING;
+  w->current = a;
+  w->place_left = 0;  /* placement blocks never span two runs */
+  ty__update_load(w); /* counts the running actor: a long run looks busy */
+  uint64_t seq = 2 * w->resumes + 1;
+  /* release: the watchdog's acquire load of this value sees w->current and
+   * all this worker did before the resume (watchdog.c). */
+  atomic_store_explicit(&w->wd.seq, seq, memory_order_release);
+  after_resume(w, a, rt->ops.resume(a, rt->ud));
+}
+
+void ty_worker_resume_failed(ty_worker *w, int r) {
+  if (w->current) after_resume(w, w->current, r);
 }
 
 /* Tokio's self-tuning: check the inject queue about every 200 us of polling,
@@ -292,7 +309,8 @@ static ty_actor *steal(ty_worker *w) {
 
 /* ---- the loop ---------------------------------------------------------- */
 
-static void worker_loop(ty_worker *w) {
+static void worker_loop(ty_worker *w, void *arg) {
+  (void)arg;
   ty_runtime *rt = w->rt;
   uint32_t budget = rt->cfg.budget;
   /* relaxed: a stop is also noticed after the park fence; a late look here
@@ -353,7 +371,7 @@ static void pin_to_cpu(ty_worker *w) {
 static void *worker_main(void *arg) {
   ty_worker *w = arg;
   ty_runtime *rt = w->rt;
-  tls_worker = w;
+  ty__tls_worker = w;
   ty__alloc_thread_init();
   ty__wheel_init(&w->wheel, ty_runtime_now_ns(rt) / 1000000);
   w->batch_start_ns = ty_runtime_now_ns(rt);
@@ -361,7 +379,8 @@ static void *worker_main(void *arg) {
   if (ty__io_new(w->wake_fd, rt->cfg.io, &w->io))
     ty__die("cannot create the worker's I/O backend");
   if (rt->ops.worker_init) rt->ops.worker_init(w, rt->ud);
-  worker_loop(w);
+  if (rt->ops.run) rt->ops.run(w, worker_loop, rt->ud);
+  else worker_loop(w, NULL);
   if (w->lifo) ty__ready_push(w, w->lifo);
   w->lifo = NULL;
   /* Pinned spawn requests wait in the ready queue without a LIVE slot. */
@@ -382,7 +401,7 @@ static void *worker_main(void *arg) {
   ty__io_free(w->io);
   w->io = NULL;
   ty__alloc_thread_exit();
-  tls_worker = NULL;
+  ty__tls_worker = NULL;
   return NULL;
 }
 

@@ -15,6 +15,9 @@
 
 /* ---- worker.c ----------------------------------------------------------- */
 
+/* The calling thread's worker (ty_worker_current, inlined for the core). */
+extern _Thread_local ty_worker *ty__tls_worker;
+
 /* Timers, inbox and I/O: every `budget` polls and around parking. */
 void ty__maintenance(ty_worker *w);
 
@@ -34,7 +37,8 @@ void ty__flush_overflow(ty_worker *w);
 /* Takes what the incoming rings / the inbox hold. */
 bool ty__drain_mesh(ty_worker *w);
 void ty__drain_inbox(ty_worker *w);
-void ty__mbox_append(ty_actor *a, ty_msg *m);
+/* Appends m to a's mailbox (a lives on w), keeping its counters. */
+void ty__mbox_append(ty_worker *w, ty_actor *a, ty_msg *m);
 /* m is addressed to an actor whose home is w (or to a stale pid). A local
  * send from a running actor wakes the receiver into the LIFO slot. */
 void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running);

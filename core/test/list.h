@@ -40,6 +40,8 @@
   X(mtimer_storm, 120)                                                         \
   X(port_stress, 300)                                                          \
   X(port_leftovers, 30)                                                        \
+  X(rt_mailbox_limit_stress, 300)                                              \
+  X(rt_awaited_reply, 30)                                                      \
   TY_TEST_LIST_IO(X)                                                           \
   TY_TEST_LIST_POOL(X)
 

@@ -127,9 +127,17 @@ local OPTIONS = {
 -- Through the event log (tycho.log): one line per event, never blocking.
 local log = require "tycho.log"
 
+-- tostring that cannot fail: a handler's error object may carry a
+-- __tostring that raises, yields or returns no string.
+local function text(v)
+  local ok, s = pcall(tostring, v)
+  if ok and type(s) == "string" then return s end
+  return "(error object is a " .. type(v) .. " value; its __tostring failed)"
+end
+
 local function log_failure(req, err)
   log.error("http handler failed", { method = req and req.method or "?",
-    path = req and req.path or "?", reason = tostring(err) })
+    path = req and req.path or "?", reason = text(err) })
 end
 
 -- ---- the handler: moved to every worker ---------------------------------------
@@ -196,6 +204,8 @@ end
 
 local traceback = debug.traceback
 
+local function handler_traceback(e) return traceback(text(e), 2) end
+
 -- Reads, parses, answers until the connection ends. Never raises for the
 -- client's sake: every way out returns; "linger" when the server's last
 -- response ended the connection (the client may still be sending), "taken"
@@ -220,7 +230,7 @@ local function converse(c, p, handler)
         if req == false then return "linger" end
         break
       end
-      local ok, res, body = xpcall(handler, traceback, req)
+      local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
       if ok and req.upgrade and type(res) == "function" then
         out = takeover(p, c)
@@ -354,10 +364,10 @@ end
 -- The handler of an upgrade request returned fn: it owns the connection
 -- (still counted among the server's) until it returns.
 local function hand_over(c, fn, req)
-  local ok, err = xpcall(fn, traceback, c)
+  local ok, err = xpcall(fn, handler_traceback, c)
   if not ok then
     log.error("http upgraded connection failed", { method = req.method, path = req.path,
-      reason = tostring(err) })
+      reason = text(err) })
   end
 end
 
@@ -370,7 +380,7 @@ local function serve_conn(c, A, handler)
   c:settimeouts(nil, A.send_timeout, nil)
   local p = hc.parser(A.cfg, c)
   local ok, how, fn, req = pcall(converse, c, p, handler)
-  if not ok then log.error("http connection failed", { reason = tostring(how) }) end
+  if not ok then log.error("http connection failed", { reason = text(how) }) end
   if how == "linger" then linger(c) end
   if how == "taken" then hand_over(c, fn, req) end
   hc.done(p)

@@ -1,0 +1,134 @@
+/*
+ * lguard.c - __gc metamethods of scripts run later, protected.
+ *
+ * The collector runs a __gc metamethod wherever it happens to step: in any
+ * actor of the worker that allocates at that moment, in the runtime's own
+ * work, on a suspended coroutine while the runtime pushes a message onto
+ * it, or when a compiled trace exits to drive the collector. A script's
+ * finalizer that raises or yields there fails an unrelated actor at best;
+ * with LuaJIT 2.1 of Debian 12 it can also corrupt the suspended coroutine
+ * or crash the unwinder (LuaJIT later stopped rethrowing finalizer errors
+ * for the same reason).
+ *
+ * So every state of the runtime wraps the functions through which a script
+ * sets a finalizer (newproxy, debug.setmetatable, ffi.gc, ffi.metatype):
+ * the finalizer the collector calls is a C function that only queues the
+ * script's function with its object (which keeps the object alive a little
+ * longer), and the worker runs the queue after the actor's run (the pool
+ * thread after its job), each call under pcall, errors logged. A __gc put
+ * on a metatable with rawset, or replaced after it was first set, is not
+ * seen; the finalizers of objects still alive when the runtime stops do not
+ * run.
+ */
+#include "lguard.h"
+#include "base/log.h"
+#include "lactor.h"
+
+#define QUEUE_KEY "tycho.gc_queue"
+
+_Thread_local unsigned lt_gc_queued;
+
+static const char guard_src[] =
+    "local defer = ...\n"
+    "local type, rawget, rawset = type, rawget, rawset\n"
+    "local getmetatable, setmetatable = getmetatable, setmetatable\n"
+    "local function guard(f)\n"
+    "  if f == nil or f == false then return f end\n"
+    "  return defer(f)\n"
+    "end\n"
+    "local function guard_field(mt)\n"
+    "  local gc = rawget(mt, '__gc')\n"
+    "  if gc then rawset(mt, '__gc', guard(gc)) end\n"
+    "end\n"
+    /* the first __gc stored in a watched metatable is guarded */
+    "local watch = {__newindex = function(mt, k, v)\n"
+    "  if k == '__gc' then v = guard(v) end\n"
+    "  rawset(mt, k, v)\n"
+    "end}\n"
+    "local function watched(mt)\n"
+    "  guard_field(mt)\n"
+    "  if getmetatable(mt) == nil then setmetatable(mt, watch) end\n"
+    "end\n"
+    "local newproxy0 = newproxy\n"
+    "newproxy = function(x)\n"
+    "  local u = newproxy0(x)\n"
+    "  if x == true then watched(getmetatable(u)) end\n"
+    "  return u\n"
+    "end\n"
+    "local setmt0 = debug.setmetatable\n"
+    "debug.setmetatable = function(o, mt)\n"
+    "  if type(o) == 'userdata' and type(mt) == 'table' then watched(mt) end\n"
+    "  return setmt0(o, mt)\n"
+    "end\n"
+    "local ok, ffi = pcall(require, 'ffi')\n"
+    "if ok then\n"
+    "  local gc0, metatype0 = ffi.gc, ffi.metatype\n"
+    "  ffi.gc = function(cd, f) return gc0(cd, guard(f)) end\n"
+    "  ffi.metatype = function(ct, mt)\n"
+    "    if type(mt) == 'table' then guard_field(mt) end\n"
+    "    return metatype0(ct, mt)\n"
+    "  end\n"
+    "end\n";
+
+/* The finalizer the collector calls: queues (f, object). It allocates
+ * nothing for an actor (the charge is paused) and raises only when the
+ * system is out of memory. */
+static int queued(lua_State *L) {
+  lt_paused c = lt_mem_pause();
+  lua_getfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_rawseti(L, -2, (int)++lt_gc_queued);
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, (int)++lt_gc_queued);
+  lt_mem_resume(c);
+  return 0;
+}
+
+static int defer(lua_State *L) {
+  lua_settop(L, 1);
+  lua_pushcclosure(L, queued, 1);
+  return 1;
+}
+
+static int install(lua_State *L) {
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
+  if (luaL_loadbuffer(L, guard_src, sizeof guard_src - 1, "=tycho.guard"))
+    return lua_error(L);
+  lua_pushcfunction(L, defer);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+int lt_guard_gc(lua_State *L) {
+  lt_gc_queued = 0;
+  return lua_cpcall(L, install, NULL);
+}
+
+static int final_sweep(lua_State *L) {
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  lt_gc_run_queue(L);
+  return 0;
+}
+
+void lt_gc_final(lua_State *L) { lua_cpcall(L, final_sweep, NULL); }
+
+void lt_gc_run_queue(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
+  int q = lua_gettop(L);
+  unsigned n = lt_gc_queued;
+  lt_gc_queued = 0; /* a finalizer may queue more: a fresh queue for them */
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
+  for (unsigned i = 1; i + 1 <= n; i += 2) {
+    lua_rawgeti(L, q, (int)i);
+    lua_rawgeti(L, q, (int)i + 1);
+    if (lua_pcall(L, 1, 0, 0)) {
+      ty_worker *w = ty_worker_current();
+      ty__logf(TY_LOG_ERROR, w ? (int)ty_worker_id(w) + 1 : -1, 0,
+               "a __gc metamethod failed: %s", lt_error_text(L, -1));
+      lua_pop(L, 2);
+    }
+  }
+  lua_settop(L, q - 1);
+}
