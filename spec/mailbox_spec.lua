@@ -74,7 +74,9 @@ describe("mailboxes", function()
       assert.equal(r.full, r.sends_full)
       -- answers keep coming (how many depends on the load of the machine)
       assert.is_true(r.answered >= 10, r.answered)
-      assert.is_true(grown_mb < 64, grown_mb)
+      -- under ASan freed blocks wait in its quarantine (256 MB) before reuse
+      local bound = os.getenv("TYCHO_SANITIZED") and 64 + 256 or 64
+      assert.is_true(grown_mb < bound, grown_mb)
     end)
   end
 
@@ -126,24 +128,30 @@ describe("mailboxes", function()
         tycho.monitor(victim)
         tycho.send(parent, "watching")
         tycho.sleep(0.3) -- meanwhile the mailbox fills and the DOWN comes
-        local seen = {}
-        for _ = 1, 11 do
+        local m, reason = 0, nil
+        repeat
           local a, _, c = tycho.recv(1)
-          seen[#seen + 1] = a == "DOWN" and (c .. "") or a
-        end
-        tycho.send(parent, seen)
+          if a == "m" then m = m + 1 end
+          if a == "DOWN" then reason = c .. "" end
+        until a == nil or a == "DOWN"
+        tycho.send(parent, { m = m, reason = reason })
       end, tycho.self())
       local victim = tycho.spawn(function() tycho.recv() end)
       tycho.send(watcher, victim)
       assert(tycho.recv(5) == "watching")
       local n = 0
       while tycho.send(watcher, "m") do n = n + 1 end
-      assert(n == 10, n)
       tycho.kill(victim, "bye")
-      return tycho.recv(5)
+      local r = tycho.recv(5)
+      r.n = n
+      return r
     end)
-    assert.equal(11, #got)
-    assert.equal("bye", got[11])
+    -- On one worker the 11th send is refused; from another worker the
+    -- sender sees the full flag once the receiver's worker has taken the
+    -- messages in (a loaded machine: up to a mesh ring more).
+    assert.is_true(got.n >= 10 and got.n <= 10 + 1100, got.n)
+    assert.equal(got.n, got.m) -- every accepted message arrives
+    assert.equal("bye", got.reason) -- and the DOWN after them, not refused
   end)
 
   it("let a receiver on the same worker keep up with a flood", function()

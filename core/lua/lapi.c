@@ -342,9 +342,16 @@ int lt_yield_reply(lua_State *L, const char *fname, uint64_t ref,
 
 int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
                  void *ctx, int64_t timeout_ns) {
+  /* The context first: the check below may end the actor (a kill or the
+   * runtime's stop met at this API call), and its destroy then hands the
+   * context to an ext_cancel the caller set already (lexit.c). */
+  ty_actor *a = ty_actor_current();
+  if (a) {
+    lt_actor *la = a->user;
+    la->ext_wake = wake;
+    la->ext_ctx = ctx;
+  }
   lt_cur c = lt_current_blocking(L, fname);
-  c.la->ext_wake = wake;
-  c.la->ext_ctx = ctx;
   lt_wait_for(c, LT_W_EXT, timeout_ns, UINT64_MAX);
   return lua_yield(L, 0);
 }

@@ -275,7 +275,11 @@ ty_msg *lt_process_signals(ty_actor *a, lt_actor *la) {
 void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
-  if (w && la->wait == LT_W_EXT && la->ext_cancel) la->ext_cancel(a, la);
+  /* A pending ext op (ext_cancel is cleared when its wake function or the
+   * next resume takes it) holds a reference of its own: drop it whatever
+   * the wait says (at a stop the actor can be found between setting it and
+   * its wait; shutdown_spec). */
+  if (w && la->ext_cancel) la->ext_cancel(a, la);
   while (w && la->resources) {
     lt_res *r = la->resources;
     lt_res_remove(la, r);

@@ -220,6 +220,36 @@ static void ctx_set(lua_State *L, int cidx, size_t end) {
   lua_setfield(L, cidx, "pos");
 }
 
+/* Match data in a box the collector frees: a raise between creating and
+ * freeing it (a bad gsub template, a replace function that fails, no memory
+ * for the captures) must not leak it. The normal paths free it at once. */
+#define MD_MT "tycho.ngx.match_data"
+
+static int md_gc(lua_State *L) {
+  pcre2_match_data **b = lua_touserdata(L, 1);
+  if (*b) pcre2_match_data_free(*b);
+  *b = NULL;
+  return 0;
+}
+
+static pcre2_match_data **md_new(lua_State *L, pcre2_code *code) {
+  pcre2_match_data **b = lua_newuserdata(L, sizeof *b);
+  *b = NULL;
+  if (luaL_newmetatable(L, MD_MT)) {
+    lua_pushcfunction(L, md_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  *b = pcre2_match_data_create_from_pattern(code, NULL);
+  if (!*b) luaL_error(L, "not enough memory");
+  return b;
+}
+
+static void md_free(pcre2_match_data **b) {
+  pcre2_match_data_free(*b);
+  *b = NULL;
+}
+
 static int l_match(lua_State *L) {
   lua_settop(L, 5); /* what compile pushes lands above the arguments */
   size_t len;
@@ -229,17 +259,17 @@ static int l_match(lua_State *L) {
   pcre2_code *code = compile(L, 2, flags, &dup);
   if (!code) return lt_ngx_fail(L);
   size_t start = ctx_pos(L, 4, len);
-  pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
+  pcre2_match_data **mdb = md_new(L, code), *md = *mdb;
   int rc = exec(L, code, s, len, start, 0, md);
   if (rc <= 0) {
-    pcre2_match_data_free(md);
+    md_free(mdb);
     return rc < 0 ? lt_ngx_fail(L) : (lua_pushnil(L), 1);
   }
   if (lua_istable(L, 5)) lua_pushvalue(L, 5); /* res: the caller's table */
   else lua_newtable(L);
   fill_captures(L, code, s, md, rc, dup);
   ctx_set(L, 4, pcre2_get_ovector_pointer(md)[1]);
-  pcre2_match_data_free(md);
+  md_free(mdb);
   return 1;
 }
 
@@ -253,22 +283,22 @@ static int l_find(lua_State *L) {
   pcre2_code *code = compile(L, 2, flags, &dup);
   if (!code) return lt_ngx_fail(L);
   size_t start = ctx_pos(L, 4, len);
-  pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
+  pcre2_match_data **mdb = md_new(L, code), *md = *mdb;
   int rc = exec(L, code, s, len, start, 0, md);
   if (rc <= 0) {
-    pcre2_match_data_free(md);
+    md_free(mdb);
     return rc < 0 ? lt_ngx_fail(L) : (lua_pushnil(L), 1);
   }
   PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
   ctx_set(L, 4, ov[1]);
   if (nth < 0 || nth >= rc || ov[2 * nth] == PCRE2_UNSET) {
-    pcre2_match_data_free(md);
+    md_free(mdb);
     lua_pushnil(L);
     return 1;
   }
   lua_pushinteger(L, (lua_Integer)ov[2 * nth] + 1);
   lua_pushinteger(L, (lua_Integer)ov[2 * nth + 1]);
-  pcre2_match_data_free(md);
+  md_free(mdb);
   return 2;
 }
 
@@ -340,7 +370,7 @@ static int l_gsub(lua_State *L) {
   pcre2_code *code = compile(L, 2, flags, &dup);
   if (!code) return lt_ngx_fail3(L);
   lua_replace(L, 2); /* keep the regex alive while we work */
-  pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
+  pcre2_match_data **mdb = md_new(L, code), *md = *mdb;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   size_t pos = 0;
@@ -348,7 +378,7 @@ static int l_gsub(lua_State *L) {
   for (;;) {
     int rc = exec(L, code, s, len, pos, 0, md);
     if (rc < 0) {
-      pcre2_match_data_free(md);
+      md_free(mdb);
       return lt_ngx_fail3(L);
     }
     if (rc == 0) break;
@@ -364,7 +394,7 @@ static int l_gsub(lua_State *L) {
     }
   }
   if (pos < len) luaL_addlstring(&b, s + pos, len - pos);
-  pcre2_match_data_free(md);
+  md_free(mdb);
   luaL_pushresult(&b);
   lua_pushinteger(L, count);
   return 2;
