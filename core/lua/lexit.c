@@ -304,6 +304,11 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
     lt_heap_publish(w, &lw->heap);
   }
   if (la->is_main) lt_main_done(false, "stopped", 7);
+  /* Handles (connections, listeners) in a request that never started, or
+   * in a message whose decoding raised, would never be taken: close them
+   * (a handle taken already is not taken twice: ltcp_transit.c). */
+  if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+  if (la->inflight) ty__codec_release(la->inflight->data, la->inflight->len);
   lt_actor_free(la);
 }
 
