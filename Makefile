@@ -15,7 +15,10 @@
 
 VERSION  = 0.1.0
 CC      ?= cc
-OPT     ?= -O2
+# -flto: the scheduler's hot path crosses files (route -> deliver -> worker
+# -> mailbox); compiled apart, C ping-pong ran 25-30% slower (bench/RESULTS.md,
+# the house's sitting). Sanitizer builds set their own OPT.
+OPT     ?= -O2 -flto=auto
 # -Werror in developer builds only: the rockspecs pass WERROR= so that a
 # newer compiler's new warnings do not stop a user's install.
 WERROR  ?= -Werror
