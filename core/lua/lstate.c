@@ -160,22 +160,57 @@ static void *lt_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   return lt_mem_alloc(&lw->heap, p, osize, nsize);
 }
 
+static _Thread_local lua_State *t_borrow;
+
+void lt_state_borrow(lua_State *L) { t_borrow = L; }
+
+/* The caller's state for the run: what is changed in it is saved first.
+ * It has its libraries, paths and `arg` already; the runtime adds its
+ * allocator, the guard of finalizers (lguard.c) and its registry slots. */
+static void borrow_state(lt_worker *lw) {
+  lua_State *L = lw->L;
+  lw->borrowed = true;
+  lw->hook = lua_gethook(L);
+  lw->hook_mask = lua_gethookmask(L);
+  lw->hook_count = lua_gethookcount(L);
+  lw->gc_pause = lua_gc(L, LUA_GCSETPAUSE, 200);
+  lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
+  lt_mem_attach_borrowed(L, &lw->heap);
+}
+
+/* Undoes borrow_state and what the runtime added since (after
+ * lt_gc_final). The package paths the run published stay. */
+static void give_back_state(lt_worker *lw) {
+  lua_State *L = lw->L;
+  lt_guard_give_back(L);
+  luaL_unref(L, LUA_REGISTRYINDEX, lw->fncache_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+  lt_mem_unwatch(L);
+  lua_sethook(L, lw->hook, lw->hook_mask, lw->hook_count);
+  lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
+}
+
 void lt_state_init(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty__xcalloc(1, sizeof *lw);
-  lw->L = luaL_newstate();
+  lw->L = t_borrow ? t_borrow : luaL_newstate();
   if (!lw->L) ty__die("cannot create a Lua state");
   lw->w = w;
   lw->flag = ty_worker_flag(w);
   atomic_init(&lw->deny, 0);
-  lt_mem_attach(lw->L, &lw->heap);
+  if (t_borrow) borrow_state(lw);
+  else lt_mem_attach(lw->L, &lw->heap);
+  t_borrow = NULL;
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
   lua_setallocf(lw->L, lt_alloc, lw);
-  luaL_openlibs(lw->L);
-  if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
+  if (!lw->borrowed) luaL_openlibs(lw->L);
+  if ((lw->borrowed ? lt_guard_borrow(lw->L) : lt_guard_gc(lw->L)) ||
+      lt_mem_watch(lw->L, &lw->heap))
     ty__die("cannot set up a Lua state");
-  lt_set_paths(lw->L, &lw->paths_version);
-  set_arg(lw->L);
+  if (!lw->borrowed) {
+    lt_set_paths(lw->L, &lw->paths_version);
+    set_arg(lw->L);
+  }
   ty__buf_init(&lw->buf);
   lw->fncache_ref = new_weak_table(lw->L, NULL);
   lw->dumpcache_ref = new_weak_table(lw->L, "k");
@@ -185,12 +220,39 @@ void lt_state_init(ty_worker *w, void *ud) {
   lt_heap_publish(w, &lw->heap);
 }
 
+/* Written by the first detach of each kind (a worker thread) and read by
+ * the exits: relaxed pointers, each set once to the same value, and a
+ * registration seen late only matters for a state that has nothing of it. */
+static _Atomic(void (*)(void)) g_give_back[4];
+
+void lt_on_give_back(void (*fn)(void)) {
+  for (unsigned i = 0; i < 4; i++) {
+    void (*f)(void) =
+        atomic_load_explicit(&g_give_back[i], memory_order_relaxed);
+    if (f == fn) return;
+    if (!f) {
+      void (*none)(void) = NULL;
+      if (atomic_compare_exchange_strong_explicit(&g_give_back[i], &none, fn,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed) ||
+          none == fn)
+        return;
+    }
+  }
+}
+
 void lt_state_exit(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty_worker_data(w);
+  for (unsigned i = 0; lw->borrowed && i < 4; i++) {
+    void (*f)(void) =
+        atomic_load_explicit(&g_give_back[i], memory_order_relaxed);
+    if (f) f();
+  }
   lt_gc_final(lw->L);
+  if (lw->borrowed) give_back_state(lw);
   lt_mem_detach(lw->L, &lw->heap);
-  lua_close(lw->L);
+  if (!lw->borrowed) lua_close(lw->L);
   lt_mem_flush();
   lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
@@ -204,7 +266,7 @@ size_t lt_heap_used(unsigned i) {
 }
 
 void lt_heap_publish(ty_worker *w, const lt_heap *h) {
-  atomic_store_explicit(&g_heap_used[ty_worker_id(w)], h->used,
+  atomic_store_explicit(&g_heap_used[ty_worker_id(w)], lt_heap_counted(h),
                         memory_order_relaxed);
 }
 

@@ -120,8 +120,8 @@ struct ty_worker {
    * ty_worker_run_here (Tokio's block_on), not by a thread of its own. */
   bool here;
   bool here_begun; /* ty_worker_run_here set it up: the stop ends it */
-  int wake_fd; /* eventfd: unparkers write, the parked owner waits on it */
-  void *data;  /* the binding's per-worker data */
+  int wake_fd;     /* eventfd: unparkers write, the parked owner waits on it */
+  void *data;      /* the binding's per-worker data */
   struct ty__io *io; /* the worker's I/O backend (owner only) */
 
   /* ---- written by the owner only ---- */
