@@ -294,6 +294,34 @@ describe("tycho.run in the calling state", function()
     end
   end)
 
+  it("keeps cosocket pools working run after run (each run's keeper closes idle ones)", function()
+    for run = 1, 3 do
+      local closed = tycho.run(function(i)
+        local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+        local _, port = l:getsockname()
+        tycho.spawn(function(lst, parent)
+          local c = lst:accept(5)
+          c:read("*a", 5) -- until the client closes its side
+          require("tycho").send(parent, "closed")
+        end, l, tycho.self())
+        -- later runs: more actors, whose pids may be those of the last run's
+        for _ = 1, i > 1 and 4 or 0 do
+          tycho.spawn(function() require("tycho").recv() end)
+        end
+        local s = tycho.tcp.socket()
+        assert(s:connect("127.0.0.1", port))
+        assert(s:setkeepalive(50)) -- the pool's keeper closes it in 50 ms
+        local closed = tycho.recv(3)
+        -- and leaves the keeper running as the run ends
+        local s2 = tycho.tcp.socket()
+        assert(s2:connect("127.0.0.1", port))
+        assert(s2:setkeepalive(10000))
+        return closed
+      end, run)
+      assert.equal("closed", closed)
+    end
+  end)
+
   for _, workers in ipairs{ 1, 4 } do
     it("works with workers = " .. workers, function()
       tycho.config{ workers = workers }

@@ -175,17 +175,64 @@ static void borrow_state(lt_worker *lw) {
   lw->hook_count = lua_gethookcount(L);
   lw->gc_pause = lua_gc(L, LUA_GCSETPAUSE, 200);
   lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "path");
+    lua_getfield(L, -2, "cpath");
+    if (lua_isstring(L, -2)) lw->path = strdup(lua_tostring(L, -2));
+    if (lua_isstring(L, -1)) lw->cpath = strdup(lua_tostring(L, -1));
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
   lt_mem_attach_borrowed(L, &lw->heap);
+}
+
+/* The caller's paths come back: each worker applies the paths actors
+ * publish (lt_sync_paths), so those of the run would otherwise stay, and
+ * the next run starts from its caller's (lt_publish_paths). */
+static int restore_paths(lua_State *L) {
+  lt_worker *lw = lua_touserdata(L, 1);
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    set_field_str(L, "path", lw->path);
+    set_field_str(L, "cpath", lw->cpath);
+  }
+  return 0;
+}
+
+/* Calls f() for each loaded module "tycho.*" that has a _give_back
+ * function: the modules that keep per-worker state (connection pools, the
+ * pid of a keeper) start over, since the state outlives its worker. */
+static int modules_give_back(lua_State *L) {
+  lua_getglobal(L, "package");
+  if (!lua_istable(L, -1)) return 0;
+  lua_getfield(L, -1, "loaded");
+  if (!lua_istable(L, -1)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_istable(L, -1) &&
+        strncmp(lua_tostring(L, -2), "tycho.", 6) == 0) {
+      lua_getfield(L, -1, "_give_back");
+      if (!lua_isfunction(L, -1) || lua_pcall(L, 0, 0, 0))
+        lua_pop(L, 1); /* not a function, or the error */
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
 }
 
 /* Undoes borrow_state and what the runtime added since (after
  * lt_gc_final). The package paths the run published stay. */
 static void give_back_state(lt_worker *lw) {
   lua_State *L = lw->L;
+  lua_cpcall(L, modules_give_back, NULL);
   lt_guard_give_back(L);
   luaL_unref(L, LUA_REGISTRYINDEX, lw->fncache_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
   lt_mem_unwatch(L);
+  lua_cpcall(L, restore_paths, lw);
+  free(lw->path);
+  free(lw->cpath);
   lua_sethook(L, lw->hook, lw->hook_mask, lw->hook_count);
   lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
 }

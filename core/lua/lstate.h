@@ -30,10 +30,11 @@ typedef struct lt_worker {
   lt_heap heap; /* the accounting of its memory (lmem.h), under lt_alloc */
   /* L is the caller's of tycho.run (lt_state_borrow), given back at exit
    * with what the run changed in it undone: its hook, its collector's
-   * pause (and its allocator, in heap). */
+   * pause, its package paths (and its allocator, in heap). */
   bool borrowed;
   lua_Hook hook;
   int hook_mask, hook_count, gc_pause;
+  char *path, *cpath; /* its package paths (the run may publish others) */
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */
