@@ -247,6 +247,18 @@ describe("tycho.run in the calling state", function()
     assert.is_true(collectgarbage("count") < before + 1024)
   end)
 
+  it("runs in a caller's state that lacks what the finalizer guard wraps", function()
+    local rc, out, err = H.luajit([[
+      local tycho = require "tycho"
+      local np = newproxy
+      debug = nil
+      io.write(tycho.run(function() return "ran" end), " ", tostring(newproxy == np))
+    ]])
+    assert.equal(0, rc, err)
+    assert.equal("ran true", out)
+    assert.matches("not deferred during this run", err, 1, true)
+  end)
+
   it("keeps the caller's own hook", function()
     local calls = 0
     local function hook() calls = calls + 1 end

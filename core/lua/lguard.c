@@ -133,6 +133,7 @@ static const char snap_src[] =
 
 static const char restore_src[] =
     "local before, after, now = ...\n"
+    "after = after or now -- the install failed: everything back\n"
     "local ok, ffi = pcall(require, 'ffi')\n"
     "if not ok or type(ffi) ~= 'table' then ffi = nil end\n"
     "local dbg = type(debug) == 'table' and debug or nil\n"
@@ -147,15 +148,18 @@ static void snapshot(lua_State *L) {
   lua_call(L, 0, 1);
 }
 
+/* The originals are saved before the install, which may fail half way
+ * (a state without `debug`): then they all come back at the give back. */
 static int borrow(lua_State *L) {
   lua_createtable(L, 2, 0);
   snapshot(L);
   lua_rawseti(L, -2, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
   lua_pushcfunction(L, install);
   lua_call(L, 0, 0);
   snapshot(L);
   lua_rawseti(L, -2, 2);
-  lua_setfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
   return 0;
 }
 
@@ -165,18 +169,19 @@ int lt_guard_borrow(lua_State *L) {
 }
 
 static int give_back(lua_State *L) {
+  /* First: whatever fails below, finalizers no longer queue. */
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
   lua_getfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
-  if (!lua_istable(L, -1)) return 0;
+  if (!lua_istable(L, -1)) return 0; /* the borrow failed: nothing saved */
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
   if (luaL_loadbuffer(L, restore_src, sizeof restore_src - 1, "=tycho.guard"))
     return lua_error(L);
   lua_rawgeti(L, -2, 1);
   lua_rawgeti(L, -3, 2);
   snapshot(L);
   lua_call(L, 3, 0);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
   return 0;
 }
 

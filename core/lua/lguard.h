@@ -18,7 +18,7 @@ int lt_guard_gc(lua_State *L);
  * through the wrappers then run as the collector calls them. Call
  * lt_gc_final before lt_guard_give_back. 0, or a lua_cpcall status. */
 int lt_guard_borrow(lua_State *L);
-int lt_guard_give_back(lua_State *L);
+int lt_guard_give_back(lua_State *L); /* leaves an error message */
 
 /* Entries in the calling thread's queue (its state's). */
 extern _Thread_local unsigned lt_gc_queued;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "lactor.h"
 #include "lguard.h"
 #include "lrun.h"
@@ -222,19 +223,36 @@ static int modules_give_back(lua_State *L) {
 }
 
 /* Undoes borrow_state and what the runtime added since (after
- * lt_gc_final). The package paths the run published stay. */
+ * lt_gc_final). */
 static void give_back_state(lt_worker *lw) {
   lua_State *L = lw->L;
-  lua_cpcall(L, modules_give_back, NULL);
-  lt_guard_give_back(L);
+  /* Each step on its own: one that fails (out of memory) leaves its error
+   * message, and the others still run. */
+  if (lua_cpcall(L, modules_give_back, NULL)) lua_pop(L, 1);
+  if (lt_guard_give_back(L)) lua_pop(L, 1);
   luaL_unref(L, LUA_REGISTRYINDEX, lw->fncache_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
   lt_mem_unwatch(L);
-  lua_cpcall(L, restore_paths, lw);
+  if (lua_cpcall(L, restore_paths, lw)) lua_pop(L, 1);
   free(lw->path);
   free(lw->cpath);
   lua_sethook(L, lw->hook, lw->hook_mask, lw->hook_count);
   lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
+}
+
+/* The caller's state may lack what the guard wraps (a script can set
+ * debug = nil) or be out of memory: the run goes on, unguarded, with a
+ * warning, rather than end the process. */
+static void guard_borrowed(lt_worker *lw) {
+  lua_State *L = lw->L;
+  if (lt_guard_borrow(L)) {
+    ty__logf(TY_LOG_WARN, 1, 0,
+             "tycho.run: the finalizers of the caller's state are not "
+             "deferred during this run: %s",
+             lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
+  }
+  if (lt_mem_watch(L, &lw->heap)) lua_pop(L, 1); /* cycles unseen: no harm */
 }
 
 void lt_state_init(ty_worker *w, void *ud) {
@@ -250,10 +268,13 @@ void lt_state_init(ty_worker *w, void *ud) {
   t_borrow = NULL;
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
   lua_setallocf(lw->L, lt_alloc, lw);
-  if (!lw->borrowed) luaL_openlibs(lw->L);
-  if ((lw->borrowed ? lt_guard_borrow(lw->L) : lt_guard_gc(lw->L)) ||
-      lt_mem_watch(lw->L, &lw->heap))
-    ty__die("cannot set up a Lua state");
+  if (lw->borrowed) {
+    guard_borrowed(lw);
+  } else {
+    luaL_openlibs(lw->L);
+    if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
+      ty__die("cannot set up a Lua state");
+  }
   if (!lw->borrowed) {
     lt_set_paths(lw->L, &lw->paths_version);
     set_arg(lw->L);

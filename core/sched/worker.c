@@ -9,7 +9,9 @@
  * remains. The worker threads are started and stopped here too.
  *
  * Everything here runs on the worker's own thread except ty_runtime_start and
- * ty_runtime_stop.
+ * ty_runtime_stop, and ty_worker_leave (any thread). A worker can also be
+ * served by the thread that started the runtime (ty_worker_run_here, Tokio's
+ * block_on): that thread then is the worker's own until the stop ends it.
  */
 #include <errno.h>
 #include <pthread.h>
