@@ -116,17 +116,21 @@ describe("package.path between runs", function()
       tycho.spawn(function() end) -- publishes it
       return (pcall(require, "trapmod.where"))
     end, dir)
-    local second = { tycho.run(function()
+    -- main ran in this state (tycho.run borrows it): the module it loaded
+    -- stays loaded here, but the paths are this state's own again
+    local after = package.path
+    local second = { tycho.run(function(d)
       local core = require "tycho.core"
       for w = 1, 2 do
-        core._spawn_at(w, function(main)
-          tycho.send(main, (pcall(require, "trapmod.where")))
-        end, tycho.self())
+        core._spawn_at(w, function(main, dd)
+          tycho.send(main, package.path:find(dd, 1, true) ~= nil)
+        end, tycho.self(), d)
       end
       return tycho.recv(5), tycho.recv(5)
-    end) }
+    end, dir) }
     os.execute("rm -rf " .. H.quote(dir))
     assert.is_true(first)
+    assert.is_nil(after:find(dir, 1, true))
     assert.same({ false, false }, second)
   end)
 end)

@@ -268,7 +268,14 @@ static int start_actor(lt_actor *la) {
   if (la->fn_kind == LT_FN_REF) return push_fork_function(L, la, co);
   char err[256];
   if (la->fn_kind != LT_FN_FILE) {
-    if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) return -1;
+    if (la->fn_kind == LT_FN_HERE) { /* the state is the caller's (lrun.c) */
+      lua_rawgeti(L, LUA_REGISTRYINDEX, la->fn_ref);
+      luaL_unref(L, LUA_REGISTRYINDEX, la->fn_ref);
+      la->fn_ref = LUA_NOREF;
+      lua_xmove(L, co, 1);
+    } else if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) {
+      return -1;
+    }
     int n = la->spawn_len ? ty__codec_decode(co, la->spawn, la->spawn_len, err,
                                              sizeof err)
                           : 0;
@@ -546,7 +553,7 @@ static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
                "error outside every actor: %s",
                lua_type(lw->L, -1) == LUA_TSTRING ? lua_tostring(lw->L, -1)
                                                   : "(no message)");
-      lua_settop(lw->L, 0);
+      lua_pop(lw->L, 1); /* not settop: a borrowed L has its caller's frame */
     }
   }
 }

@@ -98,7 +98,8 @@ struct lt_actor {
   bool finished;   /* its end was reported (monitors, links, callers) */
   char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
-  int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...} */
+  int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...};
+               * LT_FN_HERE: of the function (args in spawn) */
   uint64_t call_ref;
   ty_pid call_to;       /* callee of the call waited for (0: not an actor) */
   uint64_t deadline_ns; /* of the current wait, 0 for none */

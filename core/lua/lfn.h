@@ -14,7 +14,13 @@
 typedef struct lt_fn lt_fn;
 
 /* How an actor was given its function. */
-enum { LT_FN_BYTECODE = 0, LT_FN_MODULE, LT_FN_FILE, LT_FN_REF };
+enum {
+  LT_FN_BYTECODE = 0,
+  LT_FN_MODULE,
+  LT_FN_FILE,
+  LT_FN_REF,
+  LT_FN_HERE /* tycho.run's main: the function itself, in the caller's state */
+};
 
 /* The interned blob of the function at idx, checked and dumped once per
  * worker; raises tycho.<fname> errors (C functions, upvalues that are not

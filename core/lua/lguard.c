@@ -72,8 +72,17 @@ static const char guard_src[] =
 
 /* The finalizer the collector calls: queues (f, object). It allocates
  * nothing for an actor (the charge is paused) and raises only when the
- * system is out of memory. */
+ * system is out of memory. In a borrowed state given back (no queue any
+ * more), it calls f at once, protected, as plain Lua would. */
 static int queued(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
+  if (!lua_istable(L, -1)) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, 1);
+    lua_pcall(L, 1, 0, 0);
+    return 0;
+  }
+  lua_pop(L, 1);
   lt_paused c = lt_mem_pause();
   lua_getfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -103,6 +112,82 @@ static int install(lua_State *L) {
 int lt_guard_gc(lua_State *L) {
   lt_gc_queued = 0;
   return lua_cpcall(L, install, NULL);
+}
+
+/* ---- a borrowed state (the caller of tycho.run, lstate.c) ---------------
+ *
+ * The guard goes in for the run (the actors of worker 0 run in that state
+ * as in any other) and comes out after: each wrapped function is put back
+ * unless the script replaced the wrapper meanwhile. Finalizers set during
+ * the run through a wrapper stay guarded, but with the queue gone `queued`
+ * calls them at once (under pcall). */
+
+#define SAVED_KEY "tycho.gc_saved"
+
+static const char snap_src[] =
+    "local ok, ffi = pcall(require, 'ffi')\n"
+    "if not ok or type(ffi) ~= 'table' then ffi = nil end\n"
+    "local dbg = type(debug) == 'table' and debug or nil\n"
+    "return {newproxy, dbg and dbg.setmetatable, ffi and ffi.gc,\n"
+    "  ffi and ffi.metatype}\n";
+
+static const char restore_src[] =
+    "local before, after, now = ...\n"
+    "after = after or now -- the install failed: everything back\n"
+    "local ok, ffi = pcall(require, 'ffi')\n"
+    "if not ok or type(ffi) ~= 'table' then ffi = nil end\n"
+    "local dbg = type(debug) == 'table' and debug or nil\n"
+    "if now[1] == after[1] then newproxy = before[1] end\n"
+    "if dbg and now[2] == after[2] then dbg.setmetatable = before[2] end\n"
+    "if ffi and now[3] == after[3] then ffi.gc = before[3] end\n"
+    "if ffi and now[4] == after[4] then ffi.metatype = before[4] end\n";
+
+static void snapshot(lua_State *L) {
+  if (luaL_loadbuffer(L, snap_src, sizeof snap_src - 1, "=tycho.guard"))
+    lua_error(L);
+  lua_call(L, 0, 1);
+}
+
+/* The originals are saved before the install, which may fail half way
+ * (a state without `debug`): then they all come back at the give back. */
+static int borrow(lua_State *L) {
+  lua_createtable(L, 2, 0);
+  snapshot(L);
+  lua_rawseti(L, -2, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
+  lua_pushcfunction(L, install);
+  lua_call(L, 0, 0);
+  snapshot(L);
+  lua_rawseti(L, -2, 2);
+  return 0;
+}
+
+int lt_guard_borrow(lua_State *L) {
+  lt_gc_queued = 0;
+  return lua_cpcall(L, borrow, NULL);
+}
+
+static int give_back(lua_State *L) {
+  /* First: whatever fails below, finalizers no longer queue. */
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, QUEUE_KEY);
+  lua_getfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
+  if (!lua_istable(L, -1)) return 0; /* the borrow failed: nothing saved */
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, SAVED_KEY);
+  if (luaL_loadbuffer(L, restore_src, sizeof restore_src - 1, "=tycho.guard"))
+    return lua_error(L);
+  lua_rawgeti(L, -2, 1);
+  lua_rawgeti(L, -3, 2);
+  snapshot(L);
+  lua_call(L, 3, 0);
+  return 0;
+}
+
+int lt_guard_give_back(lua_State *L) {
+  lt_gc_queued = 0;
+  return lua_cpcall(L, give_back, NULL);
 }
 
 static int final_sweep(lua_State *L) {

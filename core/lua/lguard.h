@@ -12,6 +12,14 @@
  * lua_cpcall status (out of memory). */
 int lt_guard_gc(lua_State *L);
 
+/* The same for a state the runtime borrows (the caller of tycho.run), and
+ * its undoing when the state is given back: the originals return (unless
+ * the script replaced the wrappers) and finalizers set during the run
+ * through the wrappers then run as the collector calls them. Call
+ * lt_gc_final before lt_guard_give_back. 0, or a lua_cpcall status. */
+int lt_guard_borrow(lua_State *L);
+int lt_guard_give_back(lua_State *L); /* leaves an error message */
+
 /* Entries in the calling thread's queue (its state's). */
 extern _Thread_local unsigned lt_gc_queued;
 /* Runs the queued finalizers, each under pcall (errors are logged). */

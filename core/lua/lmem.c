@@ -136,7 +136,7 @@ void *lt_mem_alloc(lt_heap *h, void *p, size_t osize, size_t nsize) {
   }
   /* relaxed: a figure for tycho.stats, written by this thread only. */
   if (account(d) && h->pub)
-    atomic_store_explicit(h->pub, h->used, memory_order_relaxed);
+    atomic_store_explicit(h->pub, lt_heap_counted(h), memory_order_relaxed);
   return q;
 }
 
@@ -144,16 +144,24 @@ static void *heap_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   return lt_mem_alloc(ud, p, osize, nsize);
 }
 
-void lt_mem_attach(lua_State *L, lt_heap *h) {
+static void attach(lua_State *L, lt_heap *h, bool borrowed) {
   memset(h, 0, sizeof *h);
   h->f = lua_getallocf(L, &h->ud);
   h->used = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 +
             (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
-  account((int64_t)h->used);
+  h->base = borrowed ? h->used : 0;
+  account((int64_t)(h->used - h->base));
   lt_mem_flush(); /* a state is counted at once, not once 64 KiB later */
   lua_setallocf(L, heap_alloc, h);
   t_heap = h;
 }
+
+void lt_mem_attach(lua_State *L, lt_heap *h) { attach(L, h, false); }
+
+/* What the caller's state held before the run is not the runtime's (it was
+ * not counted when main ran on a state of its own either); what it frees of
+ * that during the run makes the total dip a little, which detach undoes. */
+void lt_mem_attach_borrowed(lua_State *L, lt_heap *h) { attach(L, h, true); }
 
 /* ---- collection cycles ----------------------------------------------------
  * A table that only a weak table refers to is cleared from it by the first
@@ -181,6 +189,11 @@ int lt_mem_watch(lua_State *L, lt_heap *h) {
   return lua_cpcall(L, watch, NULL);
 }
 
+void lt_mem_unwatch(lua_State *L) {
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, EPOCH_KEY);
+}
+
 /* A cycle ended since the last look: a new epoch, and a new garbage table. */
 static void look_for_cycle(lua_State *L, lt_heap *h) {
   lua_getfield(L, LUA_REGISTRYINDEX, EPOCH_KEY);
@@ -199,8 +212,8 @@ static void look_for_cycle(lua_State *L, lt_heap *h) {
 
 void lt_mem_detach(lua_State *L, lt_heap *h) {
   lua_setallocf(L, h->f, h->ud);
-  account(-(int64_t)h->used);
-  h->used = 0;
+  account(-((int64_t)h->used - (int64_t)h->base));
+  h->used = h->base = 0;
   if (t_heap == h) t_heap = NULL;
 }
 

@@ -45,18 +45,29 @@ typedef struct lt_heap {
   lt_charge *cur;      /* charged now (NULL: the runtime's own work) */
   _Atomic size_t *pub; /* where `used` is published now and then, or NULL */
   uint32_t epoch;      /* collection cycles seen ending (see lt_mem_watch) */
+  size_t base;         /* a borrowed state's size when attached: not counted */
 } lt_heap;
 
 /* Puts the accounting wrapper around L's allocator. A state whose own
  * wrapper goes around it (a worker's: lstate.c) calls lt_mem_alloc. */
 void lt_mem_attach(lua_State *L, lt_heap *h);
 void *lt_mem_alloc(lt_heap *h, void *p, size_t osize, size_t nsize);
+/* The bytes of h's state that count (for a borrowed state: what it grew
+ * by since it was attached), as tycho.stats shows them. */
+static inline size_t lt_heap_counted(const lt_heap *h) {
+  return h->used > h->base ? h->used - h->base : 0;
+}
+/* lt_mem_attach for a state the runtime borrows (the caller of tycho.run):
+ * only what it grows by while attached counts in the process total. */
+void lt_mem_attach_borrowed(lua_State *L, lt_heap *h);
 /* Gives L its own allocator back: before lua_close, which must see it. */
 void lt_mem_detach(lua_State *L, lt_heap *h);
 /* Lets the worker see L's collection cycles end (a garbage table in a
  * weak one; looked at after runs under pressure, counted in h->epoch);
  * after luaL_openlibs. 0 or a lua_cpcall status. */
 int lt_mem_watch(lua_State *L, lt_heap *h);
+/* Removes what lt_mem_watch put into L (a borrowed state given back). */
+void lt_mem_unwatch(lua_State *L);
 
 /* From now on, L's allocations are charged to c (NULL: to nobody). */
 static inline void lt_mem_charge(lt_heap *h, lt_charge *c) {

@@ -649,7 +649,9 @@ static int sentinel_gc(lua_State *L) {
 /* Only worker states get one (see the lifetime note at the top); it lives
  * in the registry, so it is collected only when the state closes. */
 static void add_sentinel(lua_State *L) {
-  if (!ty_worker_current()) return;
+  /* Not in the borrowed state of tycho.run's caller: it is never closed,
+   * and the run's end shuts the pool down anyway (lrun.c). */
+  if (!ty_worker_current() || lt_worker_get()->borrowed) return;
   lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL_KEY);
   bool have = !lua_isnil(L, -1);
   lua_pop(L, 1);

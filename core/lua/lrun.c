@@ -150,9 +150,13 @@ static struct {
 } g_main = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
 
 static volatile sig_atomic_t g_interrupted;
+/* The runtime whose worker 0 the caller of tycho.run serves (run_here), or
+ * NULL: main's end lets that thread go. Under g_main.mu. */
+static ty_runtime *g_here;
 
 void lt_main_done(bool ok, const char *data, size_t len) {
   pthread_mutex_lock(&g_main.mu);
+  if (g_here) ty_worker_leave(g_here, 0);
   if (!g_main.done) {
     g_main.done = true;
     g_main.ok = ok;
@@ -276,15 +280,18 @@ static bool join_cluster(lua_State *L, ty_config *cfg, lt_actor *la) {
   return joined;
 }
 
-/* Starts a runtime, runs la as the main actor, stops, returns its results. */
-static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
+/* Creates the runtime of a run (joining the cluster first when there is
+ * one); NULL with la freed, after raising, when it cannot. */
+static ty_runtime *run_begin(lua_State *L, ty_config *cfg, lt_actor *la,
+                             bool *clustered) {
   lt_publish_paths(L); /* the caller's paths, for the workers */
-  bool clustered = join_cluster(L, cfg, la);
+  *clustered = join_cluster(L, cfg, la);
   ty_runtime *rt;
   if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
-    if (clustered) lt_g.cluster->stop();
+    if (*clustered) lt_g.cluster->stop();
     lt_actor_free(la);
-    return luaL_error(L, "tycho.run: cannot create the runtime");
+    luaL_error(L, "tycho.run: cannot create the runtime");
+    return NULL;
   }
   /* g_interrupted is not cleared here: a signal that came while the
    * launcher was starting must still stop this run. */
@@ -292,12 +299,18 @@ static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
   lt_g.rt = rt;
   lt_graves_open(ty_runtime_workers(rt));
   la->is_main = true;
-  if (clustered) lt_g.cluster->start(rt);
-  ty_runtime_start(rt);
-  ty_spawn(rt, la, NULL);
-  wait_main();
+  if (*clustered) lt_g.cluster->start(rt);
+  return rt;
+}
+
+/* Main has ended: stops and frees the runtime, returns main's results or
+ * raises its error. */
+static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
   if (clustered) lt_g.cluster->stop();
   stop_runtime(rt);
+  pthread_mutex_lock(&g_main.mu);
+  g_here = NULL;
+  pthread_mutex_unlock(&g_main.mu);
   lt_g.rt = NULL;
   ty_runtime_free(rt);
   if (lt_g.cluster && lt_g.cluster->run_end) lt_g.cluster->run_end();
@@ -322,10 +335,56 @@ static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
   return n;
 }
 
+/* The launcher's run: the workers are threads of their own, this thread
+ * waits for main (and for the launcher's signals). */
+static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
+  bool clustered;
+  ty_runtime *rt = run_begin(L, cfg, la, &clustered);
+  ty_runtime_start(rt);
+  ty_spawn(rt, la, NULL);
+  wait_main();
+  return run_end(L, rt, clustered);
+}
+
+/* tycho.run from Lua, Tokio's block_on: the calling thread serves as
+ * worker 0 until main ends, L as that worker's state (borrowed, given back
+ * at the stop: lstate.c), and main starts there, pinned, so it may use
+ * upvalues and sees the caller's globals (README, Running). */
+static int run_here(lua_State *L, ty_config *cfg, lt_actor *la) {
+  bool clustered;
+  ty_runtime *rt = run_begin(L, cfg, la, &clustered);
+  if (la->fn_kind == LT_FN_HERE) {
+    lua_pushvalue(L, 1);
+    la->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* start_actor takes it */
+  }
+  pthread_mutex_lock(&g_main.mu);
+  g_here = rt;
+  pthread_mutex_unlock(&g_main.mu);
+  if (ty_runtime_start_here(rt, 0)) ty__die("tycho.run: cannot start");
+  if (ty_spawn_at(rt, 0, la, NULL)) { /* a fresh runtime: cannot be full */
+    lt_main_done(false, "tycho.run: cannot spawn main", 28);
+    lt_actor_free(la);
+  }
+  lt_state_borrow(L);
+  ty_worker_run_here(rt, 0); /* until main ends (lt_main_done) */
+  return run_end(L, rt, clustered);
+}
+
 static void check_can_run(lua_State *L) {
   if (ty_worker_current())
     luaL_error(L, "tycho.run: already inside the runtime (use tycho.spawn)");
   if (lt_g.rt) luaL_error(L, "tycho.run: the runtime is already running");
+}
+
+/* Where main was defined, for reports (a spawned function's blob says it:
+ * lt_fn_origin). */
+static void set_origin(lua_State *L, lt_actor *la) {
+  lua_Debug ar;
+  char buf[192];
+  lua_pushvalue(L, 1);
+  if (!lua_getinfo(L, ">S", &ar)) return;
+  snprintf(buf, sizeof buf, "%s:%d", ar.short_src, ar.linedefined);
+  la->origin = strdup(buf);
 }
 
 static int l_run(lua_State *L) {
@@ -333,11 +392,22 @@ static int l_run(lua_State *L) {
   if (lua_isnoneornil(L, 1))
     return luaL_error(L, "tycho.run: bad argument #1 (expected the main "
                          "function or a module name)");
+  int t = lua_type(L, 1);
+  if (t != LUA_TFUNCTION && t != LUA_TSTRING)
+    return luaL_error(L,
+                      "tycho.run: bad argument #1 (expected a function or "
+                      "a module name, got %s)",
+                      luaL_typename(L, 1));
   ty_config cfg;
   run_config(L, &cfg);
-  lt_actor *la = lt_spawn_request(L, 1, 2, "run");
+  /* A module name is required in the state as a spawn's would be; a
+   * function is main itself (its arguments are copied all the same). */
+  lt_actor *la = t == LUA_TFUNCTION
+                     ? lt_spawn_request_fn(L, NULL, LT_FN_HERE, 2, "run")
+                     : lt_spawn_request(L, 1, 2, "run");
   if (!la) return luaL_error(L, "tycho.run: out of memory");
-  return run_main(L, &cfg, la);
+  if (t == LUA_TFUNCTION) set_origin(L, la);
+  return run_here(L, &cfg, la);
 }
 
 /* _run_file(path, args...): the launcher's main actor is a script file. */

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "lactor.h"
 #include "lguard.h"
 #include "lrun.h"
@@ -160,22 +161,124 @@ static void *lt_alloc(void *ud, void *p, size_t osize, size_t nsize) {
   return lt_mem_alloc(&lw->heap, p, osize, nsize);
 }
 
+static _Thread_local lua_State *t_borrow;
+
+void lt_state_borrow(lua_State *L) { t_borrow = L; }
+
+/* The caller's state for the run: what is changed in it is saved first.
+ * It has its libraries, paths and `arg` already; the runtime adds its
+ * allocator, the guard of finalizers (lguard.c) and its registry slots. */
+static void borrow_state(lt_worker *lw) {
+  lua_State *L = lw->L;
+  lw->borrowed = true;
+  lw->hook = lua_gethook(L);
+  lw->hook_mask = lua_gethookmask(L);
+  lw->hook_count = lua_gethookcount(L);
+  lw->gc_pause = lua_gc(L, LUA_GCSETPAUSE, 200);
+  lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "path");
+    lua_getfield(L, -2, "cpath");
+    if (lua_isstring(L, -2)) lw->path = strdup(lua_tostring(L, -2));
+    if (lua_isstring(L, -1)) lw->cpath = strdup(lua_tostring(L, -1));
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  lt_mem_attach_borrowed(L, &lw->heap);
+}
+
+/* The caller's paths come back: each worker applies the paths actors
+ * publish (lt_sync_paths), so those of the run would otherwise stay, and
+ * the next run starts from its caller's (lt_publish_paths). */
+static int restore_paths(lua_State *L) {
+  lt_worker *lw = lua_touserdata(L, 1);
+  lua_getglobal(L, "package");
+  if (lua_istable(L, -1)) {
+    set_field_str(L, "path", lw->path);
+    set_field_str(L, "cpath", lw->cpath);
+  }
+  return 0;
+}
+
+/* Calls f() for each loaded module "tycho.*" that has a _give_back
+ * function: the modules that keep per-worker state (connection pools, the
+ * pid of a keeper) start over, since the state outlives its worker. */
+static int modules_give_back(lua_State *L) {
+  lua_getglobal(L, "package");
+  if (!lua_istable(L, -1)) return 0;
+  lua_getfield(L, -1, "loaded");
+  if (!lua_istable(L, -1)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_istable(L, -1) &&
+        strncmp(lua_tostring(L, -2), "tycho.", 6) == 0) {
+      lua_getfield(L, -1, "_give_back");
+      if (!lua_isfunction(L, -1) || lua_pcall(L, 0, 0, 0))
+        lua_pop(L, 1); /* not a function, or the error */
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* Undoes borrow_state and what the runtime added since (after
+ * lt_gc_final). */
+static void give_back_state(lt_worker *lw) {
+  lua_State *L = lw->L;
+  /* Each step on its own: one that fails (out of memory) leaves its error
+   * message, and the others still run. */
+  if (lua_cpcall(L, modules_give_back, NULL)) lua_pop(L, 1);
+  if (lt_guard_give_back(L)) lua_pop(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, lw->fncache_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+  lt_mem_unwatch(L);
+  if (lua_cpcall(L, restore_paths, lw)) lua_pop(L, 1);
+  free(lw->path);
+  free(lw->cpath);
+  lua_sethook(L, lw->hook, lw->hook_mask, lw->hook_count);
+  lua_gc(L, LUA_GCSETPAUSE, lw->gc_pause);
+}
+
+/* The caller's state may lack what the guard wraps (a script can set
+ * debug = nil) or be out of memory: the run goes on, unguarded, with a
+ * warning, rather than end the process. */
+static void guard_borrowed(lt_worker *lw) {
+  lua_State *L = lw->L;
+  if (lt_guard_borrow(L)) {
+    ty__logf(TY_LOG_WARN, 1, 0,
+             "tycho.run: the finalizers of the caller's state are not "
+             "deferred during this run: %s",
+             lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
+  }
+  if (lt_mem_watch(L, &lw->heap)) lua_pop(L, 1); /* cycles unseen: no harm */
+}
+
 void lt_state_init(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty__xcalloc(1, sizeof *lw);
-  lw->L = luaL_newstate();
+  lw->L = t_borrow ? t_borrow : luaL_newstate();
   if (!lw->L) ty__die("cannot create a Lua state");
   lw->w = w;
   lw->flag = ty_worker_flag(w);
   atomic_init(&lw->deny, 0);
-  lt_mem_attach(lw->L, &lw->heap);
+  if (t_borrow) borrow_state(lw);
+  else lt_mem_attach(lw->L, &lw->heap);
+  t_borrow = NULL;
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
   lua_setallocf(lw->L, lt_alloc, lw);
-  luaL_openlibs(lw->L);
-  if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
-    ty__die("cannot set up a Lua state");
-  lt_set_paths(lw->L, &lw->paths_version);
-  set_arg(lw->L);
+  if (lw->borrowed) {
+    guard_borrowed(lw);
+  } else {
+    luaL_openlibs(lw->L);
+    if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
+      ty__die("cannot set up a Lua state");
+  }
+  if (!lw->borrowed) {
+    lt_set_paths(lw->L, &lw->paths_version);
+    set_arg(lw->L);
+  }
   ty__buf_init(&lw->buf);
   lw->fncache_ref = new_weak_table(lw->L, NULL);
   lw->dumpcache_ref = new_weak_table(lw->L, "k");
@@ -185,12 +288,39 @@ void lt_state_init(ty_worker *w, void *ud) {
   lt_heap_publish(w, &lw->heap);
 }
 
+/* Written by the first detach of each kind (a worker thread) and read by
+ * the exits: relaxed pointers, each set once to the same value, and a
+ * registration seen late only matters for a state that has nothing of it. */
+static _Atomic(void (*)(void)) g_give_back[4];
+
+void lt_on_give_back(void (*fn)(void)) {
+  for (unsigned i = 0; i < 4; i++) {
+    void (*f)(void) =
+        atomic_load_explicit(&g_give_back[i], memory_order_relaxed);
+    if (f == fn) return;
+    if (!f) {
+      void (*none)(void) = NULL;
+      if (atomic_compare_exchange_strong_explicit(&g_give_back[i], &none, fn,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed) ||
+          none == fn)
+        return;
+    }
+  }
+}
+
 void lt_state_exit(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty_worker_data(w);
+  for (unsigned i = 0; lw->borrowed && i < 4; i++) {
+    void (*f)(void) =
+        atomic_load_explicit(&g_give_back[i], memory_order_relaxed);
+    if (f) f();
+  }
   lt_gc_final(lw->L);
+  if (lw->borrowed) give_back_state(lw);
   lt_mem_detach(lw->L, &lw->heap);
-  lua_close(lw->L);
+  if (!lw->borrowed) lua_close(lw->L);
   lt_mem_flush();
   lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
@@ -204,7 +334,7 @@ size_t lt_heap_used(unsigned i) {
 }
 
 void lt_heap_publish(ty_worker *w, const lt_heap *h) {
-  atomic_store_explicit(&g_heap_used[ty_worker_id(w)], h->used,
+  atomic_store_explicit(&g_heap_used[ty_worker_id(w)], lt_heap_counted(h),
                         memory_order_relaxed);
 }
 

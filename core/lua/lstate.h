@@ -28,6 +28,13 @@ typedef struct lt_worker {
   uint64_t next_ref;
   uint64_t paths_version; /* of the package paths this state has */
   lt_heap heap; /* the accounting of its memory (lmem.h), under lt_alloc */
+  /* L is the caller's of tycho.run (lt_state_borrow), given back at exit
+   * with what the run changed in it undone: its hook, its collector's
+   * pause, its package paths (and its allocator, in heap). */
+  bool borrowed;
+  lua_Hook hook;
+  int hook_mask, hook_count, gc_pause;
+  char *path, *cpath; /* its package paths (the run may publish others) */
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */
@@ -48,7 +55,16 @@ void lt_set_paths(lua_State *L, uint64_t *applied);
  * *applied (before an actor starts, before a pool job runs). */
 void lt_sync_paths(lua_State *L, uint64_t *applied);
 /* lt_note_paths (declared in lapi.h) publishes a state's paths. */
-/* ty_actor_ops.worker_init and .worker_exit: open and close the state. */
+/* The next lt_state_init on this thread borrows L instead of creating a
+ * state (tycho.run: the calling thread serves as worker 0, lrun.c). */
+void lt_state_borrow(lua_State *L);
+/* fn runs on a worker's thread when its borrowed state is given back,
+ * before anything else of the state's exit (at most 4 functions; the same
+ * one is registered once): for what belongs to the worker and would
+ * otherwise live on in that state (net: detached connections). */
+void lt_on_give_back(void (*fn)(void));
+/* ty_actor_ops.worker_init and .worker_exit: open and close the state (a
+ * borrowed one is set up for the run, then given back, never closed). */
 void lt_state_init(ty_worker *w, void *ud);
 void lt_state_exit(ty_worker *w, void *ud);
 

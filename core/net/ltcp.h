@@ -108,8 +108,9 @@ typedef struct lt_conn {
   int werr;                         /* sticky: a failed (or timed out) write */
   int cres;                         /* connect's result */
   bool connecting, closed;
-  bool moving;  /* leaving this worker: no re-arming */
-  bool shut_wr; /* TLS: shutdown(SHUT_WR) once the queued bytes are out */
+  bool detached; /* in its worker's list of detached connections (res) */
+  bool moving;   /* leaving this worker: no re-arming */
+  bool shut_wr;  /* TLS: shutdown(SHUT_WR) once the queued bytes are out */
   int64_t t_connect, t_send, t_read;
   lt_tls *tls; /* NULL: plain TCP */
 } lt_conn;

@@ -51,7 +51,7 @@ static bool has_work(ty_worker *w, bool last_searcher) {
       ty__mesh_has_incoming(&rt->mesh, w->id))
     return true;
   /* relaxed: ordered after our park store by the caller's seq_cst fence. */
-  if (atomic_load_explicit(&rt->stopping, memory_order_relaxed)) return true;
+  if (ty__worker_exiting(w)) return true;
   if (last_searcher) {
     for (unsigned i = 0; i < rt->n; i++)
       if (i != w->id && ty__spawnq_len(&rt->workers[i].spawnq) > 1)
@@ -149,9 +149,8 @@ bool ty__spin_for_work(ty_worker *w) {
   uint64_t until = ty__now_ns() + spin;
   for (unsigned i = 1;; i++) {
     if (work_visible(w)) return true;
-    /* relaxed: a hint; the park path re-reads it after its fence. */
-    if (atomic_load_explicit(&w->rt->stopping, memory_order_relaxed))
-      return false;
+    /* a hint; the park path re-reads it after its fence. */
+    if (ty__worker_exiting(w)) return false;
     if ((i & 31) == 0 && ty__now_ns() > until) return false;
     if ((i & 255) == 0) sched_yield();
     else ty__cpu_relax();

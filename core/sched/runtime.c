@@ -63,6 +63,7 @@ static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
   ty__spawnq_init(&w->spawnq, rt->cfg.spawnq_cap);
   ty__inject_init(&w->inbox);
   atomic_init(&w->park, TY__RUNNING);
+  atomic_init(&w->leave, 0);
   atomic_init(&w->load, 0);
   ty__wd_init(w);
   return 0;

@@ -116,8 +116,12 @@ struct ty_worker {
   ty_runtime *rt;
   unsigned id;
   pthread_t thread;
-  int wake_fd; /* eventfd: unparkers write, the parked owner waits on it */
-  void *data;  /* the binding's per-worker data */
+  /* Served by the thread that called ty_runtime_start_here, inside
+   * ty_worker_run_here (Tokio's block_on), not by a thread of its own. */
+  bool here;
+  bool here_begun; /* ty_worker_run_here set it up: the stop ends it */
+  int wake_fd;     /* eventfd: unparkers write, the parked owner waits on it */
+  void *data;      /* the binding's per-worker data */
   struct ty__io *io; /* the worker's I/O backend (owner only) */
 
   /* ---- written by the owner only ---- */
@@ -152,6 +156,9 @@ struct ty_worker {
 
   /* ---- written by other threads ---- */
   alignas(TY_PAD) _Atomic uint32_t park; /* TY__RUNNING / PARKED / NOTIFIED */
+  /* Set once by ty_worker_leave (seq_cst store, as `stopping`): the loop of
+   * a worker served by its caller's thread returns. */
+  _Atomic int leave;
   alignas(TY_PAD) _Atomic uint64_t load; /* owner-written P2C load */
   alignas(TY_PAD) ty__inject inbox;      /* messages from non-worker threads */
   ty__stats stats;

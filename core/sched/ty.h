@@ -214,13 +214,33 @@ int ty_runtime_new(const ty_config *c, const ty_actor_ops *ops, void *ud,
                    ty_runtime **out);
 /* Starts the worker threads. */
 int ty_runtime_start(ty_runtime *rt);
+/*
+ * Tokio's block_on: starts the runtime with the calling thread serving as
+ * worker `id` (the others get threads of their own, as in ty_runtime_start).
+ * The thread then runs that worker inside ty_worker_run_here: ops->worker_init
+ * and the worker's loop (ops->run) on this thread, until ty_worker_leave.
+ * The worker's actors stay alive (not served) until ty_runtime_stop, which
+ * must be called from this same thread: it ends the worker there (its
+ * actors destroyed, ops->worker_exit) while the other workers end on
+ * theirs. A worker served so is never abandoned by a stop; if its code
+ * never returns, neither does ty_worker_run_here. -EINVAL from a worker
+ * thread, for a bad id, or when not started so.
+ */
+int ty_runtime_start_here(ty_runtime *rt, unsigned id);
+int ty_worker_run_here(ty_runtime *rt, unsigned id);
+/* Makes the loop of worker `id` return after the run it is in (it is woken
+ * if parked): for the worker a ty_worker_run_here serves. Any thread,
+ * idempotent. */
+void ty_worker_leave(ty_runtime *rt, unsigned id);
 /* Stops: running code is asked to stop (ops->interrupt), every worker
  * stops at its actor's next yield, destroys its actors and exits; then
  * everything still queued is freed. A worker declared stuck, or one that has
  * not exited within stop_timeout_ns, is abandoned: its thread is detached
  * (it blocks for good if its code ever returns), and the runtime's memory is
  * then kept for the life of the process. Returns how many workers were
- * abandoned. Callable from any thread that is not a worker. */
+ * abandoned. Callable from any thread that is not a worker (after
+ * ty_runtime_start_here: from that thread, once ty_worker_run_here
+ * returned). */
 int ty_runtime_stop(ty_runtime *rt);
 /* Frees a stopped (or never started) runtime. */
 void ty_runtime_free(ty_runtime *rt);

@@ -9,9 +9,12 @@
  * remains. The worker threads are started and stopped here too.
  *
  * Everything here runs on the worker's own thread except ty_runtime_start and
- * ty_runtime_stop.
+ * ty_runtime_stop, and ty_worker_leave (any thread). A worker can also be
+ * served by the thread that started the runtime (ty_worker_run_here, Tokio's
+ * block_on): that thread then is the worker's own until the stop ends it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -313,9 +316,9 @@ static void worker_loop(ty_worker *w, void *arg) {
   (void)arg;
   ty_runtime *rt = w->rt;
   uint32_t budget = rt->cfg.budget;
-  /* relaxed: a stop is also noticed after the park fence; a late look here
-   * costs at most one more actor run. */
-  while (!atomic_load_explicit(&rt->stopping, memory_order_relaxed)) {
+  /* A stop (or a leave) is also noticed after the park fence; a late look
+   * here costs at most one more actor run. */
+  while (!ty__worker_exiting(w)) {
     if (w->batch_polls >= budget) ty__maintenance(w);
     ty__drain_mesh(w);
     ty__drain_inbox(w);
@@ -368,19 +371,31 @@ static void pin_to_cpu(ty_worker *w) {
   }
 }
 
-static void *worker_main(void *arg) {
-  ty_worker *w = arg;
+/* The first half of a worker's life, on its thread: thread-locals, timers,
+ * its I/O backend, the binding's worker_init. */
+static void worker_begin(ty_worker *w) {
   ty_runtime *rt = w->rt;
   ty__tls_worker = w;
   ty__alloc_thread_init();
   ty__wheel_init(&w->wheel, ty_runtime_now_ns(rt) / 1000000);
   w->batch_start_ns = ty_runtime_now_ns(rt);
-  if (rt->cfg.pin) pin_to_cpu(w);
+  if (rt->cfg.pin && !w->here) pin_to_cpu(w); /* a borrowed thread stays */
   if (ty__io_new(w->wake_fd, rt->cfg.io, &w->io))
     ty__die("cannot create the worker's I/O backend");
   if (rt->ops.worker_init) rt->ops.worker_init(w, rt->ud);
+}
+
+static void worker_run(ty_worker *w) {
+  ty_runtime *rt = w->rt;
   if (rt->ops.run) rt->ops.run(w, worker_loop, rt->ud);
   else worker_loop(w, NULL);
+}
+
+/* The last half, once the loop returned for the stop: every actor of the
+ * worker is destroyed, then the binding's worker_exit. */
+static void worker_end(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  ty__tls_worker = w;
   if (w->lifo) ty__ready_push(w, w->lifo);
   w->lifo = NULL;
   /* Pinned spawn requests wait in the ready queue without a LIVE slot. */
@@ -402,21 +417,65 @@ static void *worker_main(void *arg) {
   w->io = NULL;
   ty__alloc_thread_exit();
   ty__tls_worker = NULL;
+}
+
+static void *worker_main(void *arg) {
+  ty_worker *w = arg;
+  worker_begin(w);
+  worker_run(w);
+  worker_end(w);
   return NULL;
 }
 
 /* ---- starting and stopping the threads --------------------------------- */
 
-int ty_runtime_start(ty_runtime *rt) {
+static int start(ty_runtime *rt, int here) {
   if (rt->started) return -EALREADY;
+  if (here >= (int)rt->n || ty__tls_worker) return -EINVAL;
   rt->started = true;
   for (unsigned i = 0; i < rt->n; i++) {
-    int err = pthread_create(&rt->workers[i].thread, NULL, worker_main,
-                             &rt->workers[i]);
-    if (err) ty__die("cannot create a worker thread");
+    ty_worker *w = &rt->workers[i];
+    if ((int)i == here) {
+      /* Its CPU clock is the watchdog's measure of this thread (stuck). */
+      w->here = true;
+      w->thread = pthread_self();
+      continue;
+    }
+    if (pthread_create(&w->thread, NULL, worker_main, w))
+      ty__die("cannot create a worker thread");
   }
   ty__wd_start(rt);
   return 0;
+}
+
+int ty_runtime_start(ty_runtime *rt) { return start(rt, -1); }
+
+int ty_runtime_start_here(ty_runtime *rt, unsigned id) {
+  return start(rt, (int)id);
+}
+
+int ty_worker_run_here(ty_runtime *rt, unsigned id) {
+  if (id >= rt->n) return -EINVAL;
+  ty_worker *w = &rt->workers[id];
+  if (!rt->started || !w->here || w->here_begun ||
+      !pthread_equal(w->thread, pthread_self()))
+    return -EINVAL;
+  w->here_begun = true;
+  worker_begin(w);
+  worker_run(w);
+  /* The thread is the caller's again until the stop ends the worker
+   * (worker_end, in ty_runtime_stop). */
+  ty__tls_worker = NULL;
+  return 0;
+}
+
+void ty_worker_leave(ty_runtime *rt, unsigned id) {
+  ty_worker *w = &rt->workers[id];
+  /* seq_cst, then the fence: as the stop's store (the worker stores PARKED,
+   * fences and reads `leave` again before it sleeps). */
+  atomic_store(&w->leave, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  ty__worker_unpark(w);
 }
 
 /* Waits for every worker until the stop's deadline; a worker declared
@@ -426,6 +485,12 @@ static int join_all(ty_runtime *rt) {
   bool *done = ty__xcalloc(rt->n, sizeof *done);
   unsigned left = rt->n;
   int abandoned = 0;
+  for (unsigned i = 0; i < rt->n; i++) { /* not a thread of ours */
+    if (rt->workers[i].here) {
+      done[i] = true;
+      left--;
+    }
+  }
   while (left) {
     for (unsigned i = 0; i < rt->n; i++) {
       if (done[i]) continue;
@@ -457,6 +522,12 @@ int ty_runtime_stop(ty_runtime *rt) {
   atomic_thread_fence(memory_order_seq_cst);
   ty__wd_stop_requests(rt);
   for (unsigned i = 0; i < rt->n; i++) ty__worker_unpark(&rt->workers[i]);
+  /* A worker served by this thread (ty_worker_run_here) ends here, while
+   * the others end on theirs. */
+  for (unsigned i = 0; i < rt->n; i++) {
+    ty_worker *w = &rt->workers[i];
+    if (w->here && w->here_begun) worker_end(w);
+  }
   int abandoned = join_all(rt);
   ty__wd_stop(rt);
   rt->started = false;

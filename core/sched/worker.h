@@ -18,6 +18,15 @@
 /* The calling thread's worker (ty_worker_current, inlined for the core). */
 extern _Thread_local ty_worker *ty__tls_worker;
 
+/* Should w's loop end: the runtime stops, or the thread that serves w in
+ * ty_worker_run_here is asked to leave? relaxed: a hint polled each turn;
+ * the park path reads both again after its seq_cst fence (park.c), and
+ * their writers store seq_cst and fence before they unpark. */
+static inline bool ty__worker_exiting(ty_worker *w) {
+  return atomic_load_explicit(&w->rt->stopping, memory_order_relaxed) ||
+         atomic_load_explicit(&w->leave, memory_order_relaxed);
+}
+
 /* Timers, inbox and I/O: every `budget` polls and around parking. */
 void ty__maintenance(ty_worker *w);
 

@@ -20,6 +20,7 @@
   X(rt_start_stop, 30)                                                         \
   X(rt_spawn, 60)                                                              \
   X(rt_spawn_external, 60)                                                     \
+  X(rt_run_here, 60)                                                           \
   X(rt_pingpong, 60)                                                           \
   X(rt_park_stress, 300)                                                       \
   X(rt_fifo_stress, 300)                                                       \

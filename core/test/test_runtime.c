@@ -242,6 +242,58 @@ TEST_IMPL(rt_pingpong) {
   return 0;
 }
 
+/* ---- the calling thread as worker 0 (block_on) --------------------------- */
+
+static pthread_t g_caller;
+static _Atomic long g_on_caller;
+
+/* On worker 0: spawns c->n finishing actors and a ping-pong pair, waits for
+ * the pair, then lets the caller's thread go. */
+static int step_here_main(ty_actor *a, cact *c) {
+  ty_runtime *rt = self_rt();
+  if (pthread_equal(pthread_self(), g_caller) &&
+      ty_worker_id(ty_worker_current()) == 0)
+    atomic_fetch_add(&g_on_caller, 1);
+  if (!c->peer) {
+    for (long i = 0; i < c->n; i++) CHECK(spawn_c(rt, step_finish, 0));
+    c->peer = spawn_c(rt, step_ping, 1000);
+    CHECK(spawn_c(rt, step_pong, 0)); /* left waiting: the stop ends it */
+  }
+  if (atomic_load(&g_done) < c->n + 1) {
+    ty_actor_wait(a, 1000000, 0); /* 1 ms */
+    return TY_WAIT;
+  }
+  ty_worker_leave(rt, 0);
+  return TY_DONE;
+}
+
+TEST_IMPL(rt_run_here) {
+  g_caller = pthread_self();
+  for (unsigned workers = 1; workers <= 4; workers++) {
+    reset_counters();
+    atomic_store(&g_on_caller, 0);
+    ty_config cfg;
+    ty_config_init(&cfg);
+    cfg.workers = workers;
+    ty_runtime *rt;
+    CHECK(ty_runtime_new(&cfg, &c_ops, NULL, &rt) == 0);
+    CHECK(ty_worker_run_here(rt, 0) == -EINVAL); /* not started so */
+    CHECK(ty_runtime_start_here(rt, 0) == 0);
+    long n = 500;
+    CHECK(ty_spawn_at(rt, 0, new_cact(step_here_main, n), &(ty_pid){0}) == 0);
+    CHECK(ty_worker_run_here(rt, 0) == 0);
+    CHECK(ty_worker_current() == NULL); /* the caller's thread again */
+    CHECK(atomic_load(&g_done) >= n + 1);
+    CHECK(atomic_load(&g_on_caller) >= 1);
+    ty_runtime_stop(rt);
+    ty_runtime_free(rt);
+    /* main, n finishers, ping, the pong that answered and the idle one */
+    CHECK_EQ(atomic_load(&g_destroyed), n + 4);
+    CHECK_EQ(atomic_load(&g_errors), 0);
+  }
+  return 0;
+}
+
 /*
  * Park/unpark: two actors pinned to different workers bounce a counter, so
  * each hop wakes a parked worker (spinning is off, so that every idle

@@ -153,6 +153,14 @@ function M._keeper()
   end
 end
 
+-- tycho.run's caller lends its state to worker 1 for the run and gets it
+-- back after (README, Running): its pooled connections are closed by then
+-- and its keeper is gone with the runtime, so this worker's pool starts
+-- over in the next run (a stale pid could name another run's actor).
+function M._give_back()
+  pools, keeper, keeper_at = {}, nil, nil
+end
+
 local function keeper_main()
   require("tycho.cosocket")._keeper()
 end

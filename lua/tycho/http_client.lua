@@ -109,6 +109,10 @@ end
 
 local pools = {}
 
+-- A state lent by tycho.run's caller is given back with its pooled
+-- connections closed (README, Running): the next run starts empty.
+function M._give_back() pools = {} end
+
 local function pool_get(key)
   local list = pools[key]
   local t = now()
