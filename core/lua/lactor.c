@@ -17,6 +17,7 @@
 #include "lactor.h"
 #include "lapi.h"
 #include "lguard.h"
+#include "lobserve.h"
 #include "lpreload.h"
 #include "lrun.h"
 #include "lstate.h"
@@ -357,7 +358,11 @@ static int wake_recv(lua_State *L, ty_actor *a, lt_actor *la) {
     return rewait(a, la, 0);
   }
   if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
-  return decode_msg(L, la, m);
+  if (ty__likely(!la->trace)) return decode_msg(L, la, m);
+  ty_pid from = m->from;
+  int n = decode_msg(L, la, m);
+  if (la->trace & LT_TR_RECV) lt_trace_in(L, la, from, n);
+  return n;
 }
 
 /* The reply waits in the actor's awaited slot (ty.h), not in the mailbox:
@@ -501,7 +506,17 @@ static int lt_resume(ty_actor *a, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
   bool first = !a->started;
-  int r = resume_actor(a, lt_worker_get());
+  lt_worker *lw = lt_worker_get();
+  uint64_t t0 = lt_ticks(); /* CPU time per actor and worker (lobserve.h) */
+  int r = resume_actor(a, lw);
+  uint64_t dt = lt_ticks() - t0;
+  la->ticks += dt;
+  la->resumes++;
+  /* relaxed: one writer (this worker); readers want a recent figure. */
+  atomic_store_explicit(lw->busy,
+                        atomic_load_explicit(lw->busy, memory_order_relaxed) +
+                            dt,
+                        memory_order_relaxed);
   if (first && la->ack_to) send_start_ack(la, a->pid);
   return r;
 }

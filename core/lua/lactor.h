@@ -130,6 +130,13 @@ struct lt_actor {
                       * freed by whoever catches a failure of the decode */
   lt_charge charge;  /* memory charged to the actor (a fork's goes to its
                       * actor's: lt_charge_of) */
+  /* Observation (lobserve.h): resumes and the ticks spent in them; what
+   * tycho.trace follows (LT_TR_* bits, 0: nothing) and its tracer (0: the
+   * log). */
+  uint32_t resumes;
+  uint8_t trace;
+  uint64_t ticks;
+  ty_pid trace_to;
 };
 
 /* The charge of la's family: the actor's own (forks share it). */

@@ -9,6 +9,7 @@
 #include "lactor.h"
 #include "lguard.h"
 #include "lrun.h"
+#include "lobserve.h"
 #include "lstate.h"
 
 /* relaxed: figures for tycho.stats, each written by its worker alone. */
@@ -170,6 +171,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   atomic_init(&lw->deny, 0);
   lt_mem_attach(lw->L, &lw->heap);
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
+  lw->busy = lt_busy_slot(ty_worker_id(w));
   lua_setallocf(lw->L, lt_alloc, lw);
   luaL_openlibs(lw->L);
   if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))

@@ -1,0 +1,57 @@
+-- The observer's agent: a short actor pinned on one worker
+-- (tycho._spawn_at) by lua/tycho/observe.lua. It does its one job at its
+-- start, on its worker, at that worker's next turn (no worker is ever
+-- stopped), then answers the caller's call with the result and ends.
+local core = require "tycho.core"
+
+local staged = {}  -- reload: new module values, by name, until commit
+
+local jobs = {}
+
+function jobs.snapshot() return core._obs_snapshot() end
+
+function jobs.traceback(pid) return core._obs_traceback(pid) end
+
+function jobs.trace(pid, bits, to) return core._trace_set(pid, bits, to) end
+
+-- This worker's HTTP server figures (lua/tycho/http.lua keeps them per worker).
+function jobs.http()
+  local http = package.loaded["tycho.http"]
+  return http and http._counters and http._counters() or nil
+end
+
+-- Reload, phase one: load the new version (nothing is installed yet).
+function jobs.stage(name)
+  local loader, why = nil, ""
+  for _, searcher in ipairs(package.loaders) do
+    local l = searcher(name)
+    if type(l) == "function" then loader = l; break end
+    if type(l) == "string" then why = why .. l end
+  end
+  if not loader then return nil, ("module '%s' not found:%s"):format(name, why) end
+  local ok, v = pcall(loader, name)
+  if not ok then return nil, tostring(v) end
+  if v == nil then v = true end
+  staged[name] = v
+  return true
+end
+
+-- Phase two: install it (commit) or forget it (abort).
+function jobs.commit(name, install)
+  local v = staged[name]
+  staged[name] = nil
+  if install and v ~= nil then
+    package.loaded[name] = v
+    core._obs_forget(name)
+  end
+  return true
+end
+
+return function(op, ...)
+  local f = jobs[op]
+  local res = { n = 0 }
+  if f then res = { n = select("#", ...), pcall(f, ...) } end
+  core.recv()
+  if res[1] then return core.reply(unpack(res, 2, 3)) end
+  return core.reply(nil, res[2] and tostring(res[2]) or "unknown op")
+end
