@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/alloc.h"
@@ -246,10 +247,20 @@ static int l_forget(lua_State *L) {
   return 0;
 }
 
+/* _obs_mtime(path) -> seconds since the epoch of its last change | nil
+ * (SIGHUP reloads the modules whose files changed: lua/tycho/launch.lua). */
+static int l_mtime(lua_State *L) {
+  struct stat st;
+  if (stat(luaL_checkstring(L, 1), &st)) return 0;
+  lua_pushnumber(L, (lua_Number)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
     {"_obs_snapshot", l_snapshot}, {"_obs_tick_ns", l_tick_ns},
     {"_obs_traceback", l_traceback}, {"_obs_busy", l_busy},
     {"_obs_forget", l_forget},       {"_trace_set", l_trace_set},
+    {"_obs_mtime", l_mtime},
     {NULL, NULL}};
 
 void lt_open_observe(lua_State *L) { luaL_register(L, NULL, funcs); }

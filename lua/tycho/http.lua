@@ -192,7 +192,17 @@ local function pack_handler(h, fname)
 end
 
 local function unpack_handler(spec)
-  if spec.module then return require(spec.module) end
+  if spec.module then
+    -- Each request takes the module's current value: tycho.reload replaces
+    -- package.loaded[name] on every worker, and new requests use it.
+    local name, loaded = spec.module, package.loaded
+    local f = require(name)
+    return function(...)
+      local g = loaded[name]
+      if g ~= f and type(g) == "function" then f = g end
+      return f(...)
+    end
+  end
   local f = assert(loadstring(spec.code))
   for i, m in pairs(spec.ups) do
     debug.setupvalue(f, i, m == true and f or require(m))
@@ -205,6 +215,30 @@ end
 local traceback = debug.traceback
 
 local function handler_traceback(e) return traceback(text(e), 2) end
+
+-- This worker's figures for tycho.observe's /metrics: responses by status,
+-- and a latency histogram (from a request parsed to its response built).
+local BOUNDS = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 }
+local by_status, lat_buckets, lat = {}, {}, { sum = 0, count = 0 }
+for i = 1, #BOUNDS + 1 do lat_buckets[i] = 0 end
+local now = tycho.now
+
+local function count(res, ok, t0)
+  local st = not ok and 500 or type(res) == "table" and tonumber(res.status) or 200
+  by_status[st] = (by_status[st] or 0) + 1
+  local d = now() - t0
+  local i = 1
+  while BOUNDS[i] and d > BOUNDS[i] do i = i + 1 end
+  lat_buckets[i] = lat_buckets[i] + 1
+  lat.sum, lat.count = lat.sum + d, lat.count + 1
+end
+
+function http._counters()
+  local st, b = {}, {}
+  for k, v in pairs(by_status) do st[tostring(k)] = v end
+  for i = 1, #BOUNDS do b[i] = lat_buckets[i] end
+  return { status = st, bounds = BOUNDS, buckets = b, sum = lat.sum, count = lat.count }
+end
 
 -- Reads, parses, answers until the connection ends. Never raises for the
 -- client's sake: every way out returns; "linger" when the server's last
@@ -230,8 +264,10 @@ local function converse(c, p, handler)
         if req == false then return "linger" end
         break
       end
+      local t0 = now()
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
+      count(res, ok, t0)
       if ok and req.upgrade and type(res) == "function" then
         out = takeover(p, c)
         if out and not write(c, out) then return nil end

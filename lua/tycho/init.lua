@@ -31,7 +31,7 @@ tycho.tcp = setmetatable({
 for _, k in ipairs{ "processes", "trace", "reload" } do
   tycho[k] = function(...) return require("tycho.observe")[k](...) end
 end
-tycho.observe = function(...) return require("tycho.observe_http").observe(...) end
+tycho.observe = function(...) return require("tycho.observe").observe(...) end
 
 -- tycho.http, tycho.json, ... are lua/tycho/<name>.lua, loaded when touched.
 return setmetatable(tycho, {

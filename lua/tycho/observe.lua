@@ -143,4 +143,124 @@ function M.reload(name)
   return true
 end
 
+-- ---- metrics: Prometheus text format ----------------------------------------------
+
+-- Per-worker figures of tycho.stats(): metric, stats field, type.
+local WORKER_METRICS = {
+  { "polls_total", "polls", "counter" }, { "lifo_hits_total", "lifo_hits", "counter" },
+  { "steals_total", "steals", "counter" }, { "stolen_total", "stolen", "counter" },
+  { "parks_total", "parks", "counter" }, { "unparks_total", "unparks", "counter" },
+  { "mesh_sent_total", "mesh_sent", "counter" },
+  { "mesh_received_total", "mesh_received", "counter" },
+  { "inject_pops_total", "inject_pops", "counter" },
+  { "spawns_total", "spawns_placed", "counter" },
+  { "spawns_remote_total", "spawns_remote", "counter" },
+  { "preempts_total", "preempts", "counter" },
+  { "sends_full_total", "sends_full", "counter" },
+  { "actors", "actors", "gauge" }, { "stuck", "stuck", "gauge" },
+  { "mailbox_messages", "mailbox", "gauge" }, { "mailbox_bytes", "mailbox_bytes", "gauge" },
+  { "mailbox_high_water", "mailbox_hwm", "gauge" },
+  { "lua_memory_bytes", "lua_memory", "gauge" },
+}
+
+local function num(v)
+  if v ~= v then return "NaN" end
+  if v == math.huge then return "+Inf" end
+  if v == -math.huge then return "-Inf" end
+  if v == math.floor(v) and math.abs(v) < 2^53 then return ("%d"):format(v) end
+  return ("%.17g"):format(v)
+end
+
+local function family(out, name, typ, help)
+  out[#out + 1] = ("# HELP tycho_%s %s\n# TYPE tycho_%s %s\n"):format(name, help, name, typ)
+end
+
+local function sample(out, name, labels, v)
+  out[#out + 1] = ("tycho_%s%s %s\n"):format(name, labels, num(v))
+end
+
+-- The HTTP servers' figures of every worker (lua/tycho/http.lua), summed by
+-- status and by latency bucket.
+local function http_figures()
+  local st, bounds, buckets, sum, count = {}, nil, {}, 0, 0
+  for w, r in ipairs(on_workers("http")) do
+    local c = r[1]
+    if type(c) == "table" then
+      for code, n in pairs(c.status) do
+        st[#st + 1] = { w - 1, code, n }
+      end
+      bounds = c.bounds
+      for i, n in ipairs(c.buckets) do buckets[i] = (buckets[i] or 0) + n end
+      sum, count = sum + c.sum, count + c.count
+    end
+  end
+  return st, bounds, buckets, sum, count
+end
+
+-- tycho_<what>_total / tycho_<what>, with a worker label (0-based) where per
+-- worker.
+function M.metrics()
+  local s = require("tycho").stats()
+  local busy = core._obs_busy()
+  local out = {}
+  for _, m in ipairs(WORKER_METRICS) do
+    family(out, m[1], m[3], m[2] .. " per worker (tycho.stats)")
+    for i = 1, s.workers do sample(out, m[1], ('{worker="%d"}'):format(i - 1), s[i][m[2]] or 0) end
+  end
+  family(out, "busy_seconds_total", "counter", "time each worker spent running actors")
+  for i = 1, s.workers do
+    sample(out, "busy_seconds_total", ('{worker="%d"}'):format(i - 1), (busy[i] or 0) * 1e-9)
+  end
+  family(out, "workers", "gauge", "worker threads")
+  sample(out, "workers", "", s.workers)
+  family(out, "memory_bytes", "gauge", "memory the process accounts for")
+  sample(out, "memory_bytes", "", s.memory)
+  family(out, "max_memory_bytes", "gauge", "the memory budget")
+  sample(out, "max_memory_bytes", "", s.max_memory)
+  family(out, "log_dropped_total", "counter", "log events dropped (queue full)")
+  sample(out, "log_dropped_total", "", s.log_dropped)
+  for _, group in ipairs{ "pool", "cluster" } do
+    local t = type(s[group]) == "table" and s[group] or {}
+    local keys = {}
+    for k, v in pairs(t) do if type(v) == "number" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local name = group .. "_" .. k
+      family(out, name, "gauge", group .. " " .. k .. " (tycho.stats)")
+      sample(out, name, "", t[k])
+    end
+  end
+  local st, bounds, buckets, sum, count = http_figures()
+  family(out, "http_requests_total", "counter", "HTTP requests answered, by status")
+  table.sort(st, function(a, b) return a[1] < b[1] or a[1] == b[1] and a[2] < b[2] end)
+  for _, e in ipairs(st) do
+    sample(out, "http_requests_total", ('{worker="%d",status="%s"}'):format(e[1], e[2]), e[3])
+  end
+  family(out, "http_request_duration_seconds", "histogram",
+    "from a request parsed to its response written")
+  local acc = 0
+  for i, b in ipairs(bounds or {}) do
+    acc = acc + (buckets[i] or 0)
+    sample(out, "http_request_duration_seconds_bucket", ('{le="%s"}'):format(num(b)), acc)
+  end
+  sample(out, "http_request_duration_seconds_bucket", '{le="+Inf"}', count)
+  sample(out, "http_request_duration_seconds_sum", "", sum)
+  sample(out, "http_request_duration_seconds_count", "", count)
+  return table.concat(out)
+end
+
+-- tycho.observe{host=, port=, token=} -> server (tycho.http.listen's), at
+-- once; 127.0.0.1 by default.
+function M.observe(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("tycho.observe: options table expected", 2) end
+  for k in pairs(opts) do
+    if k ~= "host" and k ~= "port" and k ~= "token" then
+      error(("tycho.observe: unknown option '%s'"):format(tostring(k)), 2)
+    end
+  end
+  return require("tycho").http.listen{ host = opts.host or "127.0.0.1",
+    port = opts.port or 9000, handler = "tycho.observe_http", args = { opts.token or false } }
+end
+
 return M
