@@ -177,6 +177,7 @@ void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   GET(mailbox_bytes);
   GET(mailbox_hwm);
   GET(sends_full);
+  GET(delivered);
 #undef GET
   o->stuck = ty_worker_is_stuck(rt, i);
 }

@@ -371,11 +371,13 @@ ty_msg *ty_actor_take_awaited(ty_actor *a);
  * resumes the watchdog asked to stop; `stuck`: 1 while declared stuck;
  * mailbox: messages queued in the mailboxes of the worker's actors now;
  * mailbox_bytes: their size; mailbox_hwm: the longest mailbox the worker has
- * seen; sends_full: sends from this worker refused by a full mailbox. */
+ * seen; sends_full: sends from this worker refused by a full mailbox;
+ * delivered: messages handed to the worker's actors (tycho top's msgs/s). */
 typedef struct ty_worker_stats {
   uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
       mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
-      preempts, stuck, mailbox, mailbox_bytes, mailbox_hwm, sends_full;
+      preempts, stuck, mailbox, mailbox_bytes, mailbox_hwm, sends_full,
+      delivered;
 } ty_worker_stats;
 
 /* ---- the watchdog (watchdog.c) ----------------------------------------- */

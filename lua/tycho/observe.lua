@@ -157,6 +157,7 @@ local WORKER_METRICS = {
   { "spawns_remote_total", "spawns_remote", "counter" },
   { "preempts_total", "preempts", "counter" },
   { "sends_full_total", "sends_full", "counter" },
+  { "messages_delivered_total", "delivered", "counter" },
   { "actors", "actors", "gauge" }, { "stuck", "stuck", "gauge" },
   { "mailbox_messages", "mailbox", "gauge" }, { "mailbox_bytes", "mailbox_bytes", "gauge" },
   { "mailbox_high_water", "mailbox_hwm", "gauge" },
