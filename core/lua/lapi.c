@@ -276,10 +276,11 @@ static int l_send(lua_State *L) {
   ty_msg *m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
   if (!m) return lt_push_fail(L, "nomem");
   m->kind = LT_MSG;
-  int rc = send_to(d, m);
-  if (rc) return send_failed(L, c, m, rc);
+  /* Traced before it leaves: the event precedes anything it causes. */
   if (ty__unlikely(c.la->trace & LT_TR_SEND))
     lt_trace_out(L, c.la, LT_TR_SEND, d.pid, 2, lua_gettop(L) - 1);
+  int rc = send_to(d, m);
+  if (rc) return send_failed(L, c, m, rc);
   return maybe_block(L, c);
 }
 
@@ -330,10 +331,10 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   m->kind = LT_CALL;
   m->ref = lw->next_ref++;
   uint64_t ref = m->ref;
-  int rc = send_to(d, m);
-  if (rc) return send_failed(L, c, m, rc);
   if (ty__unlikely(c.la->trace & LT_TR_CALL))
     lt_trace_out(L, c.la, LT_TR_CALL, d.pid, di + 1, lua_gettop(L) - di);
+  int rc = send_to(d, m);
+  if (rc) return send_failed(L, c, m, rc);
   c.la->call_ref = ref;
   c.la->call_to = d.pid; /* 0 for a service: its member is not known */
   lt_wait_for(c, LT_W_CALL, timeout, ref);

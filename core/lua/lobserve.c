@@ -256,11 +256,18 @@ static int l_mtime(lua_State *L) {
   return 1;
 }
 
+/* _obs_alive(pid) -> bool: a live actor (or a spawn not started yet). */
+static int l_alive(lua_State *L) {
+  ty_pid pid = (ty_pid)luaL_checknumber(L, 1);
+  lua_pushboolean(L, lt_g.rt && ty_pid_alive(lt_g.rt, pid));
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
     {"_obs_snapshot", l_snapshot}, {"_obs_tick_ns", l_tick_ns},
     {"_obs_traceback", l_traceback}, {"_obs_busy", l_busy},
     {"_obs_forget", l_forget},       {"_trace_set", l_trace_set},
-    {"_obs_mtime", l_mtime},
+    {"_obs_mtime", l_mtime},         {"_obs_alive", l_alive},
     {NULL, NULL}};
 
 void lt_open_observe(lua_State *L) { luaL_register(L, NULL, funcs); }

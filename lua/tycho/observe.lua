@@ -90,14 +90,28 @@ function M.processes()
   return out
 end
 
+-- Runs op on every worker until one answers for pid: a live pid that no
+-- worker has (a spawn request not started yet) is asked again a little
+-- later. Returns that answer, or nil once pid is dead.
+local function on_owner(op, pid, ...)
+  local delay = 0.001
+  while true do
+    for _, r in ipairs(on_workers(op, pid, ...)) do
+      if r[1] then return r end
+    end
+    if not core._obs_alive(pid) then return nil end
+    core.sleep(delay)
+    delay = math.min(delay * 2, 0.05)
+  end
+end
+
 -- {pid, status, traceback} of one actor, taken on its worker; nil, "noproc".
 function M.process(pid)
   pid = tonumber(pid)
   if not pid then return nil, "noproc" end
-  for _, r in ipairs(on_workers("traceback", pid)) do
-    if r[1] then return { pid = pid, status = r[1], traceback = r[2] } end
-  end
-  return nil, "noproc"
+  local r = on_owner("traceback", pid)
+  if not r then return nil, "noproc" end
+  return { pid = pid, status = r[1], traceback = r[2] }
 end
 
 local BITS = { send = 1, recv = 2, call = 4, spawn = 8, exit = 16 }
@@ -120,10 +134,8 @@ function M.trace(pid, events, opts)
   end
   local to = opts and opts.to
   if to ~= nil and type(to) ~= "number" then error("tycho.trace: to must be a pid", 2) end
-  for _, r in ipairs(on_workers("trace", pid, bits, to)) do
-    if r[1] then return true end
-  end
-  return nil, "noproc"
+  if not on_owner("trace", pid, bits, to) then return nil, "noproc" end
+  return true
 end
 
 -- tycho.reload(module) -> true | nil, err: loads the new version on every
