@@ -21,13 +21,17 @@ local function observe(addr)
   srv:wait()
 end
 
+-- Modules loaded on any worker whose file changed after `since`.
 local function reload_changed(since)
-  local names = {}
-  for name in pairs(package.loaded) do
-    if type(name) == "string" then
-      local path = package.searchpath(name, package.path)
-      local mt = path and core._obs_mtime(path)
-      if mt and mt > since then names[#names + 1] = name end
+  local seen, names = {}, {}
+  for _, r in ipairs(require("tycho.observe")._on_workers("loaded")) do
+    for name in tostring(r[1] or ""):gmatch("[^\n]+") do
+      if not seen[name] then
+        seen[name] = true
+        local path = package.searchpath(name, package.path)
+        local mt = path and core._obs_mtime(path)
+        if mt and mt > since then names[#names + 1] = name end
+      end
     end
   end
   table.sort(names)

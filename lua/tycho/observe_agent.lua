@@ -20,6 +20,15 @@ function jobs.http()
   return http and http._counters and http._counters() or nil
 end
 
+-- The names of this worker's loaded modules, joined by newlines.
+function jobs.loaded()
+  local t = {}
+  for name in pairs(package.loaded) do
+    if type(name) == "string" then t[#t + 1] = name end
+  end
+  return table.concat(t, "\n")
+end
+
 -- Reload, phase one: load the new version (nothing is installed yet).
 function jobs.stage(name)
   local loader, why = nil, ""
