@@ -18,7 +18,8 @@ end
 describe("tycho.reload", function()
   after_each(function() tycho.config{ workers = 2 } end)
 
-  it("switches an HTTP handler under wrk load with no failed request; a broken module keeps the old", function()
+  it("switches a handler under wrk load with no failed request; a broken module keeps the old",
+  function()
     if H.sh("command -v wrk") ~= 0 then pending("wrk not installed") return end
     tycho.config{ workers = 2 }
     local dir = tmpdir()
@@ -51,7 +52,8 @@ describe("tycho.reload", function()
       local afile = dir .. "/" .. actor .. ".lua"
       local function aput(v)
         local f = assert(io.open(afile, "wb"))
-        f:write(('local tycho = require "tycho"\nreturn function(p) tycho.send(p, "%s") end\n'):format(v))
+        f:write(('local tycho = require "tycho"\nreturn function(p) tycho.send(p, "%s") end\n')
+          :format(v))
         f:close()
       end
       aput("a1")

@@ -83,7 +83,9 @@ describe("tycho --observe and tycho top", function()
     assert.matches("300%s.*flooded", first_row)
     -- the pinger handles thousands of messages a second: some worker shows it
     local rates = {}
-    for r in text:gmatch("\n[01]%s+[%d.]+%s+%d+%s+%d+%s+(%d+)") do rates[#rates + 1] = tonumber(r) end
+    for r in text:gmatch("\n[01]%s+[%d.]+%s+%d+%s+%d+%s+(%d+)") do
+      rates[#rates + 1] = tonumber(r)
+    end
     table.sort(rates)
     assert.is_true(rates[#rates] > 1000, table.concat(rates, " "))
   end)

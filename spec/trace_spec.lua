@@ -66,7 +66,8 @@ describe("tycho.trace", function()
     end
     assert.equal(10, #lines, err)
     for i = 1, 5 do
-      assert.matches("^%d%d%d%d%-%d%d%-%d%dT[%d:.]+Z INFO w%d %d+ trace event=recv from=%d+ msg=\"ping %d+ "
+      assert.matches("^%d%d%d%d%-%d%d%-%d%dT[%d:.]+Z INFO w%d %d+ "
+        .. "trace event=recv from=%d+ msg=\"ping %d+ "
         .. i .. "\"", lines[2 * i - 1])
       assert.matches("trace event=send to=%d+ msg=\"pong " .. i .. "\"", lines[2 * i])
     end

@@ -107,7 +107,8 @@ static uint32_t add_str(snap *s, const char *p, size_t len) {
 }
 
 static uint32_t origin_id(snap *s, const lt_actor *la) {
-  const void *key = la->origin ? (const void *)la->origin : (const void *)la->fn;
+  const void *key =
+      la->origin ? (const void *)la->origin : (const void *)la->fn;
   if (!key || s->nkeys * 2 >= s->kcap) return 0; /* full: no more origins */
   size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull & (s->kcap - 1);
   while (s->keys[i] && s->keys[i] != key) i = (i + 1) & (s->kcap - 1);
@@ -263,11 +264,14 @@ static int l_alive(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"_obs_snapshot", l_snapshot}, {"_obs_tick_ns", l_tick_ns},
-    {"_obs_traceback", l_traceback}, {"_obs_busy", l_busy},
-    {"_obs_forget", l_forget},       {"_trace_set", l_trace_set},
-    {"_obs_mtime", l_mtime},         {"_obs_alive", l_alive},
-    {NULL, NULL}};
+static const luaL_Reg funcs[] = {{"_obs_snapshot", l_snapshot},
+                                 {"_obs_tick_ns", l_tick_ns},
+                                 {"_obs_traceback", l_traceback},
+                                 {"_obs_busy", l_busy},
+                                 {"_obs_forget", l_forget},
+                                 {"_trace_set", l_trace_set},
+                                 {"_obs_mtime", l_mtime},
+                                 {"_obs_alive", l_alive},
+                                 {NULL, NULL}};
 
 void lt_open_observe(lua_State *L) { luaL_register(L, NULL, funcs); }

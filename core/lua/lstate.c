@@ -8,8 +8,8 @@
 
 #include "lactor.h"
 #include "lguard.h"
-#include "lrun.h"
 #include "lobserve.h"
+#include "lrun.h"
 #include "lstate.h"
 
 /* relaxed: figures for tycho.stats, each written by its worker alone. */

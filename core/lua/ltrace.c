@@ -76,7 +76,10 @@ static void emit(lt_actor *la, int ev, ty_pid peer, const char *what,
   const char *name = event_name(ev);
   ty__log_str(&e, "event", name, strlen(name));
   if (peer)
-    ty__log_num(&e, ev == LT_TR_RECV ? "from" : ev == LT_TR_SPAWN ? "pid" : "to",
+    ty__log_num(&e,
+                ev == LT_TR_RECV    ? "from"
+                : ev == LT_TR_SPAWN ? "pid"
+                                    : "to",
                 (double)peer);
   ty__log_str(&e, ev == LT_TR_EXIT ? "reason" : "msg", what, wlen);
   ty__log_end(&e);

@@ -216,29 +216,9 @@ local traceback = debug.traceback
 
 local function handler_traceback(e) return traceback(text(e), 2) end
 
--- This worker's figures for tycho.observe's /metrics: responses by status,
--- and a latency histogram (from a request parsed to its response built).
-local BOUNDS = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 }
-local by_status, lat_buckets, lat = {}, {}, { sum = 0, count = 0 }
-for i = 1, #BOUNDS + 1 do lat_buckets[i] = 0 end
-local now = tycho.now
-
-local function count(res, ok, t0)
-  local st = not ok and 500 or type(res) == "table" and tonumber(res.status) or 200
-  by_status[st] = (by_status[st] or 0) + 1
-  local d = now() - t0
-  local i = 1
-  while BOUNDS[i] and d > BOUNDS[i] do i = i + 1 end
-  lat_buckets[i] = lat_buckets[i] + 1
-  lat.sum, lat.count = lat.sum + d, lat.count + 1
-end
-
-function http._counters()
-  local st, b = {}, {}
-  for k, v in pairs(by_status) do st[tostring(k)] = v end
-  for i = 1, #BOUNDS do b[i] = lat_buckets[i] end
-  return { status = st, bounds = BOUNDS, buckets = b, sum = lat.sum, count = lat.count }
-end
+-- This worker's figures for tycho.observe's /metrics (lua/tycho/http_stats.lua).
+local http_stats = require "tycho.http_stats"
+local count, now = http_stats.count, tycho.now
 
 -- Reads, parses, answers until the connection ends. Never raises for the
 -- client's sake: every way out returns; "linger" when the server's last

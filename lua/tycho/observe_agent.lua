@@ -16,8 +16,8 @@ function jobs.trace(pid, bits, to) return core._trace_set(pid, bits, to) end
 
 -- This worker's HTTP server figures (lua/tycho/http.lua keeps them per worker).
 function jobs.http()
-  local http = package.loaded["tycho.http"]
-  return http and http._counters and http._counters() or nil
+  local s = package.loaded["tycho.http_stats"]
+  return s and s.counters() or nil
 end
 
 -- The names of this worker's loaded modules, joined by newlines.

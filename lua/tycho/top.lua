@@ -43,9 +43,11 @@ local sort_key = "c"
 local prev, prev_t, prev_cpu = nil, nil, {}
 
 local function draw(m, procs, now)
-  local out = { "\27[H\27[2J", ("\27[1mtycho top\27[0m  %s  sort: %s  (c cpu, m mailbox, r memory, q quit)\n\n")
-    :format(addr, SORTS[sort_key]) }
-  out[#out + 1] = ("\27[7m%-7s %6s %6s %8s %10s\27[0m\n"):format("WORKER", "BUSY%", "RUNQ", "ACTORS", "MSGS/S")
+  local out = { "\27[H\27[2J",
+    ("\27[1mtycho top\27[0m  %s  sort: %s  (c cpu, m mailbox, r memory, q quit)\n\n")
+      :format(addr, SORTS[sort_key]) }
+  out[#out + 1] = ("\27[7m%-7s %6s %6s %8s %10s\27[0m\n")
+    :format("WORKER", "BUSY%", "RUNQ", "ACTORS", "MSGS/S")
   local runq = {}
   for _, p in ipairs(procs) do
     if p.status == "running" then runq[p.worker - 1] = (runq[p.worker - 1] or 0) + 1 end
@@ -56,11 +58,13 @@ local function draw(m, procs, now)
     if not actors then break end
     local busy, rate = 0, 0
     if prev and dt and dt > 0 then
-      busy = ((m.tycho_busy_seconds_total[w] or 0) - (prev.tycho_busy_seconds_total[w] or 0)) / dt * 100
+      local b1, b0 = m.tycho_busy_seconds_total, prev.tycho_busy_seconds_total
+      busy = ((b1[w] or 0) - (b0[w] or 0)) / dt * 100
       rate = ((m.tycho_messages_delivered_total[w] or 0)
         - (prev.tycho_messages_delivered_total[w] or 0)) / dt
     end
-    out[#out + 1] = ("%-7d %6.1f %6d %8d %10.0f\n"):format(w, math.min(busy, 100), runq[w] or 0, actors, rate)
+    out[#out + 1] = ("%-7d %6.1f %6d %8d %10.0f\n")
+      :format(w, math.min(busy, 100), runq[w] or 0, actors, rate)
   end
   -- CPU: the share of the last interval (total CPU the first time)
   local cpu_now = {}
@@ -91,10 +95,11 @@ end
 
 local function refresh()
   local text, err = fetch("/metrics")
-  local body, err2 = text and fetch("/processes")
+  local body
+  if text then body, err = fetch("/processes") end
   local procs = body and json.decode(body)
   if not procs then
-    io.write(("\27[H\27[2Jtycho top: cannot read %s: %s\n"):format(base, tostring(err or err2)))
+    io.write(("\27[H\27[2Jtycho top: cannot read %s: %s\n"):format(base, tostring(err)))
     io.flush()
     return
   end
