@@ -507,11 +507,18 @@ static int lt_resume(ty_actor *a, void *ud) {
   lt_actor *la = a->user;
   bool first = !a->started;
   lt_worker *lw = lt_worker_get();
-  uint64_t t0 = lt_ticks(); /* CPU time per actor and worker (lobserve.h) */
-  int r = resume_actor(a, lw);
-  uint64_t dt = lt_ticks() - t0;
-  la->ticks += dt;
   la->resumes++;
+  if (ty__likely(--lw->sample_left)) {
+    int r = resume_actor(a, lw);
+    if (first && la->ack_to) send_start_ack(la, a->pid);
+    return r;
+  }
+  /* A timed resume (lobserve.h): CPU time per actor and per worker. */
+  lw->sample_left = lt_sample_gap(&lw->sample_rng);
+  uint64_t t0 = lt_ticks();
+  int r = resume_actor(a, lw);
+  uint64_t dt = (lt_ticks() - t0) * LT_SAMPLE;
+  la->ticks += dt;
   /* relaxed: one writer (this worker); readers want a recent figure. */
   atomic_store_explicit(lw->busy,
                         atomic_load_explicit(lw->busy, memory_order_relaxed) +

@@ -225,17 +225,21 @@ static int l_trace_set(lua_State *L) {
   return 1;
 }
 
-/* _obs_busy() -> {ns, ...}: each worker's time in resumes since its start. */
+/* _obs_busy() -> {ns, ...}, {ns, ...}: each worker's time in resumes
+ * (sampled) and its thread's CPU time, since its start. */
 static int l_busy(lua_State *L) {
   unsigned n = lt_g.rt ? ty_runtime_workers(lt_g.rt) : 0;
+  lua_createtable(L, (int)n, 0);
   lua_createtable(L, (int)n, 0);
   for (unsigned i = 0; i < n; i++) {
     /* relaxed: a recent figure is all a reader wants. */
     uint64_t t = atomic_load_explicit(&busy[i], memory_order_relaxed);
     lua_pushnumber(L, (lua_Number)lt_ticks_ns(t));
+    lua_rawseti(L, -3, (int)i + 1);
+    lua_pushnumber(L, (lua_Number)ty_worker_cpu_ns(lt_g.rt, i));
     lua_rawseti(L, -2, (int)i + 1);
   }
-  return 1;
+  return 2;
 }
 
 /* _obs_forget(module): this worker's spawns of `module` by name load it

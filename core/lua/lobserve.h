@@ -23,6 +23,22 @@ static inline uint64_t lt_ticks(void) { return ty__now_ns(); }
 #endif
 uint64_t lt_ticks_ns(uint64_t ticks);
 
+/* CPU time is sampled: reading the clock twice per resume would cost a
+ * ping-pong several percent. One resume in LT_SAMPLE on average is timed
+ * and counts LT_SAMPLE times; the gaps between timed resumes are random
+ * (1 .. 2 LT_SAMPLE - 1), so that no pattern of resumes (two actors taking
+ * turns) always escapes it. Over many resumes the sums converge; an actor
+ * with few long resumes has a rough figure. */
+#define LT_SAMPLE 8u
+static inline uint32_t lt_sample_gap(uint32_t *rng) {
+  uint32_t x = *rng; /* xorshift32 */
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  *rng = x;
+  return 1 + x % (2 * LT_SAMPLE - 1);
+}
+
 /* Worker i's ticks spent in resumes, written by worker i only (any thread
  * reads it). */
 _Atomic uint64_t *lt_busy_slot(unsigned i);

@@ -172,6 +172,8 @@ void lt_state_init(ty_worker *w, void *ud) {
   lt_mem_attach(lw->L, &lw->heap);
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
   lw->busy = lt_busy_slot(ty_worker_id(w));
+  lw->sample_left = 1;
+  lw->sample_rng = 2463534242u + ty_worker_id(w);
   lua_setallocf(lw->L, lt_alloc, lw);
   luaL_openlibs(lw->L);
   if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))

@@ -29,6 +29,8 @@ typedef struct lt_worker {
   uint64_t paths_version; /* of the package paths this state has */
   lt_heap heap; /* the accounting of its memory (lmem.h), under lt_alloc */
   _Atomic uint64_t *busy; /* ticks spent in resumes (lobserve.h) */
+  uint32_t sample_left;   /* resumes until the next timed one (lobserve.h) */
+  uint32_t sample_rng;
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */

@@ -171,6 +171,7 @@ local WORKER_METRICS = {
   { "sends_full_total", "sends_full", "counter" },
   { "messages_delivered_total", "delivered", "counter" },
   { "actors", "actors", "gauge" }, { "stuck", "stuck", "gauge" },
+  { "run_queue", "run_queue", "gauge" },
   { "mailbox_messages", "mailbox", "gauge" }, { "mailbox_bytes", "mailbox_bytes", "gauge" },
   { "mailbox_high_water", "mailbox_hwm", "gauge" },
   { "lua_memory_bytes", "lua_memory", "gauge" },
@@ -214,15 +215,20 @@ end
 -- worker.
 function M.metrics()
   local s = require("tycho").stats()
-  local busy = core._obs_busy()
+  local busy, cpu = core._obs_busy()
   local out = {}
   for _, m in ipairs(WORKER_METRICS) do
     family(out, m[1], m[3], m[2] .. " per worker (tycho.stats)")
     for i = 1, s.workers do sample(out, m[1], ('{worker="%d"}'):format(i - 1), s[i][m[2]] or 0) end
   end
-  family(out, "busy_seconds_total", "counter", "time each worker spent running actors")
+  family(out, "busy_seconds_total", "counter",
+    "time each worker spent running actors (sampled resumes)")
   for i = 1, s.workers do
     sample(out, "busy_seconds_total", ('{worker="%d"}'):format(i - 1), (busy[i] or 0) * 1e-9)
+  end
+  family(out, "worker_cpu_seconds_total", "counter", "CPU time of each worker's thread")
+  for i = 1, s.workers do
+    sample(out, "worker_cpu_seconds_total", ('{worker="%d"}'):format(i - 1), (cpu[i] or 0) * 1e-9)
   end
   family(out, "workers", "gauge", "worker threads")
   sample(out, "workers", "", s.workers)

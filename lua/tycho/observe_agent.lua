@@ -60,7 +60,8 @@ return function(op, ...)
   local f = jobs[op]
   local res = { n = 0 }
   if f then res = { n = select("#", ...), pcall(f, ...) } end
-  core.recv()
+  -- The caller's call; a caller that ended meanwhile leaves no agent behind.
+  if not core.recv(60) then return end
   if res[1] then return core.reply(unpack(res, 2, 3)) end
   return core.reply(nil, res[2] and tostring(res[2]) or "unknown op")
 end

@@ -58,7 +58,7 @@ local function draw(m, procs, now)
     if not actors then break end
     local busy, rate = 0, 0
     if prev and dt and dt > 0 then
-      local b1, b0 = m.tycho_busy_seconds_total, prev.tycho_busy_seconds_total
+      local b1, b0 = m.tycho_worker_cpu_seconds_total, prev.tycho_worker_cpu_seconds_total
       busy = ((b1[w] or 0) - (b0[w] or 0)) / dt * 100
       rate = ((m.tycho_messages_delivered_total[w] or 0)
         - (prev.tycho_messages_delivered_total[w] or 0)) / dt
@@ -86,7 +86,7 @@ local function draw(m, procs, now)
     local p = procs[i]
     out[#out + 1] = ("%-12d %-3d %-8s %6.1f %8d %9s %8d %-16s %s\n"):format(
       p.pid, p.worker, p.status, p.pct, p.mailbox, human(p.memory), p.resumes,
-      (p.name or "-"):sub(1, 16), p.fn or "?")
+      (p.name or "-"):sub(1, 16), (p.fn or "?"):gsub("^.*/lua/tycho/", "tycho/"))
   end
   out[#out + 1] = ("\n%d actors\n"):format(#procs)
   io.write(table.concat(out))
