@@ -92,14 +92,15 @@ end
 
 -- Runs op on every worker until one answers for pid: a live pid that no
 -- worker has (a spawn request not started yet) is asked again a little
--- later. Returns that answer, or nil once pid is dead.
+-- later, for up to 2 s. Returns that answer, or nil (pid is dead, or not an
+-- actor of a worker: tycho.run's main runs in the calling thread).
 local function on_owner(op, pid, ...)
-  local delay = 0.001
+  local delay, deadline = 0.001, core.now() + 2
   while true do
     for _, r in ipairs(on_workers(op, pid, ...)) do
       if r[1] then return r end
     end
-    if not core._obs_alive(pid) then return nil end
+    if not core._obs_alive(pid) or core.now() > deadline then return nil end
     core.sleep(delay)
     delay = math.min(delay * 2, 0.05)
   end

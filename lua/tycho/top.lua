@@ -115,8 +115,8 @@ os.execute("stty -icanon -echo min 1 2>/dev/null")
 tycho.fork(function()
   while true do
     local k = tycho.blocking(function() return io.read(1) end)
-    tycho.send(me, "key", k or "q")
-    if not k then return end
+    if not k then return end -- end of input: no more keys (^C still quits)
+    tycho.send(me, "key", k)
   end
 end)
 
