@@ -80,6 +80,12 @@ describe("tycho.observe", function()
     assert.is_nil(get(a, "tycho_spawns_total", { worker = "2" }))
     assert.is_true(get(b, "tycho_spawns_total") >= get(a, "tycho_spawns_total") + 50)
     assert.is_true(get(b, "tycho_polls_total") > get(a, "tycho_polls_total"))
+    assert.is_true(get(b, "tycho_io_completions_total") > get(a, "tycho_io_completions_total"))
+    assert.is_true(get(b, "tycho_messages_delivered_total")
+      > get(a, "tycho_messages_delivered_total"))
+    assert.is_true(get(b, "tycho_worker_cpu_seconds_total")
+      > get(a, "tycho_worker_cpu_seconds_total"))
+    assert.equal("gauge", types.tycho_run_queue)
     -- the observer's own /metrics request counts too: >= 20 and 3
     local ok1 = get(a, "tycho_http_requests_total", { status = "200" }) or 0
     local ok2 = get(b, "tycho_http_requests_total", { status = "200" })

@@ -17,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "io/io.h"
 #include "lapi.h"
 #include "lnames.h"
 #include "lobserve.h"
@@ -252,6 +253,29 @@ static int l_forget(lua_State *L) {
   return 0;
 }
 
+/* _obs_io() -> {enters=, completions=, rearms=, enobufs=, wakes=}: this
+ * worker's I/O backend counters (owner-only fields: the agent runs here). */
+static int l_io(lua_State *L) {
+  ty_worker *w = ty_worker_current();
+  if (!w) return 0;
+  ty__io_stats st;
+  ty__io_stats_get(ty_worker_io(w), &st);
+  const struct {
+    const char *name;
+    uint64_t v;
+  } f[] = {{"enters", st.enters},
+           {"completions", st.completions},
+           {"rearms", st.rearms},
+           {"enobufs", st.enobufs},
+           {"wakes", st.wakes}};
+  lua_createtable(L, 0, 5);
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    lua_pushnumber(L, (lua_Number)f[i].v);
+    lua_setfield(L, -2, f[i].name);
+  }
+  return 1;
+}
+
 /* _obs_mtime(path) -> seconds since the epoch of its last change | nil
  * (SIGHUP reloads the modules whose files changed: lua/tycho/launch.lua). */
 static int l_mtime(lua_State *L) {
@@ -268,14 +292,11 @@ static int l_alive(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {{"_obs_snapshot", l_snapshot},
-                                 {"_obs_tick_ns", l_tick_ns},
-                                 {"_obs_traceback", l_traceback},
-                                 {"_obs_busy", l_busy},
-                                 {"_obs_forget", l_forget},
-                                 {"_trace_set", l_trace_set},
-                                 {"_obs_mtime", l_mtime},
-                                 {"_obs_alive", l_alive},
-                                 {NULL, NULL}};
+static const luaL_Reg funcs[] = {
+    {"_obs_snapshot", l_snapshot},   {"_obs_tick_ns", l_tick_ns},
+    {"_obs_traceback", l_traceback}, {"_obs_busy", l_busy},
+    {"_obs_forget", l_forget},       {"_trace_set", l_trace_set},
+    {"_obs_mtime", l_mtime},         {"_obs_io", l_io},
+    {"_obs_alive", l_alive},         {NULL, NULL}};
 
 void lt_open_observe(lua_State *L) { luaL_register(L, NULL, funcs); }

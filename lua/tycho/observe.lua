@@ -183,7 +183,7 @@ local function num(v)
   if v == math.huge then return "+Inf" end
   if v == -math.huge then return "-Inf" end
   if v == math.floor(v) and math.abs(v) < 2^53 then return ("%d"):format(v) end
-  return ("%.17g"):format(v)
+  return ("%.12g"):format(v)
 end
 
 local function family(out, name, typ, help)
@@ -194,12 +194,14 @@ local function sample(out, name, labels, v)
   out[#out + 1] = ("tycho_%s%s %s\n"):format(name, labels, num(v))
 end
 
--- The HTTP servers' figures of every worker (lua/tycho/http.lua), summed by
--- status and by latency bucket.
-local function http_figures()
-  local st, bounds, buckets, sum, count = {}, nil, {}, 0, 0
-  for w, r in ipairs(on_workers("http")) do
-    local c = r[1]
+-- The figures each worker reads on its own turn: I/O counters by worker,
+-- and the HTTP servers' (lua/tycho/http_stats.lua), by status and by
+-- latency bucket.
+local function worker_figures()
+  local st, bounds, buckets, sum, count, io = {}, nil, {}, 0, 0, {}
+  for w, r in ipairs(on_workers("metrics")) do
+    local c = type(r[1]) == "table" and r[1].http
+    io[w] = type(r[1]) == "table" and r[1].io or {}
     if type(c) == "table" then
       for code, n in pairs(c.status) do
         st[#st + 1] = { w - 1, code, n }
@@ -209,8 +211,16 @@ local function http_figures()
       sum, count = sum + c.sum, count + c.count
     end
   end
-  return st, bounds, buckets, sum, count
+  return st, bounds, buckets, sum, count, io
 end
+
+local IO_METRICS = {
+  { "io_syscalls_total", "enters", "system calls of the I/O backend (submit or wait)" },
+  { "io_completions_total", "completions", "I/O completions handled" },
+  { "io_rearms_total", "rearms", "multishot I/O operations re-armed" },
+  { "io_nobufs_total", "enobufs", "receives that found no buffer (io_uring)" },
+  { "io_wakes_total", "wakes", "wake-ups of a parked worker" },
+}
 
 -- tycho_<what>_total / tycho_<what>, with a worker label (0-based) where per
 -- worker.
@@ -250,7 +260,13 @@ function M.metrics()
       sample(out, name, "", t[k])
     end
   end
-  local st, bounds, buckets, sum, count = http_figures()
+  local st, bounds, buckets, sum, count, io = worker_figures()
+  for _, m in ipairs(IO_METRICS) do
+    family(out, m[1], "counter", m[3])
+    for i = 1, s.workers do
+      sample(out, m[1], ('{worker="%d"}'):format(i - 1), (io[i] or {})[m[2]] or 0)
+    end
+  end
   family(out, "http_requests_total", "counter", "HTTP requests answered, by status")
   table.sort(st, function(a, b) return a[1] < b[1] or a[1] == b[1] and a[2] < b[2] end)
   for _, e in ipairs(st) do

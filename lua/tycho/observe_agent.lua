@@ -14,10 +14,11 @@ function jobs.traceback(pid) return core._obs_traceback(pid) end
 
 function jobs.trace(pid, bits, to) return core._trace_set(pid, bits, to) end
 
--- This worker's HTTP server figures (lua/tycho/http.lua keeps them per worker).
-function jobs.http()
+-- This worker's figures that only it can read: its HTTP servers' (kept per
+-- worker by lua/tycho/http_stats.lua) and its I/O backend's counters.
+function jobs.metrics()
   local s = package.loaded["tycho.http_stats"]
-  return s and s.counters() or nil
+  return { http = s and s.counters() or nil, io = core._obs_io() }
 end
 
 -- The names of this worker's loaded modules, joined by newlines.
