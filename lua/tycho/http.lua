@@ -216,9 +216,6 @@ local traceback = debug.traceback
 
 local function handler_traceback(e) return traceback(text(e), 2) end
 
--- This worker's figures for tycho.observe's /metrics (lua/tycho/http_stats.lua).
-local http_stats = require "tycho.http_stats"
-local count, now = http_stats.count, tycho.now
 
 -- Reads, parses, answers until the connection ends. Never raises for the
 -- client's sake: every way out returns; "linger" when the server's last
@@ -244,10 +241,8 @@ local function converse(c, p, handler)
         if req == false then return "linger" end
         break
       end
-      local t0 = now()
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
-      count(res, ok, t0)
       if ok and req.upgrade and type(res) == "function" then
         out = takeover(p, c)
         if out and not write(c, out) then return nil end

@@ -195,7 +195,7 @@ local function sample(out, name, labels, v)
 end
 
 -- The figures each worker reads on its own turn: I/O counters by worker,
--- and the HTTP servers' (lua/tycho/http_stats.lua), by status and by
+-- and the HTTP servers' (core/net/lhttp_stats.c), by status and by
 -- latency bucket.
 local function worker_figures()
   local st, bounds, buckets, sum, count, io = {}, nil, {}, 0, 0, {}

@@ -15,10 +15,9 @@ function jobs.traceback(pid) return core._obs_traceback(pid) end
 function jobs.trace(pid, bits, to) return core._trace_set(pid, bits, to) end
 
 -- This worker's figures that only it can read: its HTTP servers' (kept per
--- worker by lua/tycho/http_stats.lua) and its I/O backend's counters.
+-- worker by core/net/lhttp_stats.c) and its I/O backend's counters.
 function jobs.metrics()
-  local s = package.loaded["tycho.http_stats"]
-  return { http = s and s.counters() or nil, io = core._obs_io() }
+  return { http = core._http.stats(), io = core._obs_io() }
 end
 
 -- The names of this worker's loaded modules, joined by newlines.
