@@ -31,24 +31,46 @@ static _Atomic uint64_t busy[TY_MAX_WORKERS];
 _Atomic uint64_t *lt_busy_slot(unsigned i) { return &busy[i]; }
 
 /* The first reading of both clocks: the ratio since then converts ticks
- * (exact enough after a few milliseconds, and better the longer it runs). */
-static _Atomic uint64_t base_ticks, base_ns;
+ * (exact enough after a few milliseconds, and better the longer it runs).
+ * The ratio is kept and worked out again every 2^30 ticks (a third of a
+ * second at 3 GHz), so a conversion seldom reads the clock. */
+static _Atomic uint64_t base_ticks, base_ns, ratio_bits, ratio_at;
 
-uint64_t lt_ticks_ns(uint64_t ticks) {
 #if defined(__x86_64__) || defined(__i386__)
-  uint64_t now_t = lt_ticks(), now_ns = ty__now_ns();
-  /* relaxed: two independent figures; a race between two first readers
-   * only moves the base a little. */
+static double refresh_ratio(uint64_t now_t) {
+  uint64_t now_ns = ty__now_ns();
+  /* relaxed: independent figures; a race between two refreshers only
+   * moves the base or the ratio a little. */
   uint64_t bt = atomic_load_explicit(&base_ticks, memory_order_relaxed);
   uint64_t bn = atomic_load_explicit(&base_ns, memory_order_relaxed);
   if (!bt) {
     atomic_store_explicit(&base_ticks, now_t, memory_order_relaxed);
     atomic_store_explicit(&base_ns, now_ns, memory_order_relaxed);
-    return ticks / 3; /* no ratio yet: a common TSC rate (3 GHz) */
+    return 1.0 / 3; /* no ratio yet: a common TSC rate (3 GHz) */
   }
-  if (now_ns - bn < 1000000 || now_t <= bt) return ticks / 3;
-  return (uint64_t)((double)ticks * (double)(now_ns - bn) /
-                    (double)(now_t - bt));
+  if (now_ns - bn < 1000000 || now_t <= bt) return 1.0 / 3;
+  double r = (double)(now_ns - bn) / (double)(now_t - bt);
+  uint64_t bits;
+  memcpy(&bits, &r, sizeof bits);
+  atomic_store_explicit(&ratio_bits, bits, memory_order_relaxed);
+  atomic_store_explicit(&ratio_at, now_t, memory_order_relaxed);
+  return r;
+}
+#endif
+
+uint64_t lt_ticks_ns(uint64_t ticks) {
+#if defined(__x86_64__) || defined(__i386__)
+  uint64_t now_t = lt_ticks();
+  /* relaxed: see refresh_ratio. */
+  uint64_t at = atomic_load_explicit(&ratio_at, memory_order_relaxed);
+  double r;
+  if (!at || now_t - at > (1ull << 30)) {
+    r = refresh_ratio(now_t);
+  } else {
+    uint64_t bits = atomic_load_explicit(&ratio_bits, memory_order_relaxed);
+    memcpy(&r, &bits, sizeof r);
+  }
+  return (uint64_t)((double)ticks * r);
 #else
   return ticks;
 #endif

@@ -273,7 +273,7 @@ function M.metrics()
     sample(out, "http_requests_total", ('{worker="%d",status="%s"}'):format(e[1], e[2]), e[3])
   end
   family(out, "http_request_duration_seconds", "histogram",
-    "from a request parsed to its response written")
+    "from a request complete to its response built")
   local acc = 0
   for i, b in ipairs(bounds or {}) do
     acc = acc + (buckets[i] or 0)
