@@ -502,28 +502,30 @@ static void send_start_ack(lt_actor *la, ty_pid pid) {
   lt_send_values(L, 2, to);
 }
 
-static int lt_resume(ty_actor *a, void *ud) {
-  (void)ud;
-  lt_actor *la = a->user;
-  bool first = !a->started;
-  lt_worker *lw = lt_worker_get();
-  la->resumes++;
-  if (ty__likely(--lw->sample_left)) {
-    int r = resume_actor(a, lw);
-    if (first && la->ack_to) send_start_ack(la, a->pid);
-    return r;
-  }
-  /* A timed resume (lobserve.h): CPU time per actor and per worker. */
-  lw->sample_left = lt_sample_gap(&lw->sample_rng);
-  uint64_t t0 = lt_ticks();
-  int r = resume_actor(a, lw);
+/* CPU time per actor and per worker, from a timed resume that began at t0
+ * (it counts LT_SAMPLE times: lobserve.h). */
+static void timed_resume(lt_worker *lw, lt_actor *la, uint64_t t0) {
   uint64_t dt = (lt_ticks() - t0) * LT_SAMPLE;
+  lw->sample_left = lt_sample_gap(&lw->sample_rng);
   la->ticks += dt;
   /* relaxed: one writer (this worker); readers want a recent figure. */
   atomic_store_explicit(lw->busy,
                         atomic_load_explicit(lw->busy, memory_order_relaxed) +
                             dt,
                         memory_order_relaxed);
+}
+
+static int lt_resume(ty_actor *a, void *ud) {
+  (void)ud;
+  lt_actor *la = a->user;
+  bool first = !a->started;
+  lt_worker *lw = lt_worker_get();
+  la->resumes++;
+  /* One resume in LT_SAMPLE is timed (lobserve.h). */
+  bool timed = ty__unlikely(--lw->sample_left == 0);
+  uint64_t t0 = timed ? lt_ticks() : 0;
+  int r = resume_actor(a, lw);
+  if (ty__unlikely(timed)) timed_resume(lw, la, t0);
   if (first && la->ack_to) send_start_ack(la, a->pid);
   return r;
 }

@@ -303,10 +303,10 @@ static int l_recv(lua_State *L) {
     c.la->inflight = m; /* freed at the actor's end if the decode raises */
     int n = ty__codec_decode(L, m->data, m->len, err, sizeof err);
     c.la->inflight = NULL;
-    ty_pid from = m->from;
+    if (ty__unlikely(c.la->trace & LT_TR_RECV) && n >= 0)
+      lt_trace_in(L, c.la, m->from, n);
     ty_msg_free(m);
     if (n < 0) return luaL_error(L, "tycho.recv: bad message: %s", err);
-    if (ty__unlikely(c.la->trace & LT_TR_RECV)) lt_trace_in(L, c.la, from, n);
     return n;
   }
   if (timeout == 0) return lt_push_fail(L, "timeout");

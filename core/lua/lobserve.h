@@ -55,10 +55,14 @@ enum {
 /* Trace events of a traced actor (la->trace has the bit; the caller tested
  * it). Out: a send or call to `to` (or a spawn of `to`) with the values at
  * L[first..first+n). In: a message from `from`, values on top of L (n). */
-void lt_trace_out(lua_State *L, lt_actor *la, int ev, ty_pid to, int first,
-                  int n);
-void lt_trace_in(lua_State *L, lt_actor *la, ty_pid from, int n);
-void lt_trace_exit(lt_actor *la, const char *reason, size_t len);
+/* Cold: the hot paths that call them keep their code and registers for
+ * the untraced case. */
+__attribute__((cold)) void lt_trace_out(lua_State *L, lt_actor *la, int ev,
+                                        ty_pid to, int first, int n);
+__attribute__((cold)) void lt_trace_in(lua_State *L, lt_actor *la, ty_pid from,
+                                       int n);
+__attribute__((cold)) void lt_trace_exit(lt_actor *la, const char *reason,
+                                         size_t len);
 
 /* Adds the observer's functions (_obs_*, _trace_set) to the table on top
  * of L. */
