@@ -358,10 +358,9 @@ static int wake_recv(lua_State *L, ty_actor *a, lt_actor *la) {
     return rewait(a, la, 0);
   }
   if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
-  if (ty__likely(!la->trace)) return decode_msg(L, la, m);
   ty_pid from = m->from;
   int n = decode_msg(L, la, m);
-  if (la->trace & LT_TR_RECV) lt_trace_in(L, la, from, n);
+  if (ty__unlikely(la->trace & LT_TR_RECV)) lt_trace_in(L, la, from, n);
   return n;
 }
 
@@ -449,7 +448,8 @@ static int run(ty_actor *a, lt_actor *la, lt_worker *lw) {
 
 /* What the actor allocates while it starts and runs is charged to it
  * (lmem.h); what the runtime does after (reports, notices) is not. */
-static int resume_actor(ty_actor *a, lt_worker *lw) {
+__attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
+                                                              lt_worker *lw) {
   lt_actor *la = a->user;
   /* Package paths published since this worker last ran an actor (one
    * relaxed load when nothing changed). */
@@ -502,32 +502,39 @@ static void send_start_ack(lt_actor *la, ty_pid pid) {
   lt_send_values(L, 2, to);
 }
 
-/* CPU time per actor and per worker, from a timed resume that began at t0
- * (it counts LT_SAMPLE times: lobserve.h). */
-static void timed_resume(lt_worker *lw, lt_actor *la, uint64_t t0) {
-  uint64_t dt = (lt_ticks() - t0) * LT_SAMPLE;
+static int resume_counted(ty_actor *a, lt_worker *lw) {
+  lt_actor *la = a->user;
+  bool first = !a->started;
+  la->resumes++;
+  int r = resume_actor(a, lw);
+  if (first && la->ack_to) send_start_ack(la, a->pid);
+  return r;
+}
+
+/* One resume in LT_SAMPLE is timed (lobserve.h): CPU time per actor and
+ * per worker; it counts LT_SAMPLE times. Out of line, so that the usual
+ * resume stays as short as it was. */
+__attribute__((noinline, cold)) static int resume_timed(ty_actor *a,
+                                                        lt_worker *lw) {
+  lt_actor *la = a->user;
   lw->sample_left = lt_sample_gap(&lw->sample_rng);
-  la->ticks += dt;
+  uint64_t t0 = lt_ticks();
+  int r = resume_counted(a, lw);
+  uint64_t dt = (lt_ticks() - t0) * LT_SAMPLE;
+  la->ticks += dt; /* la lives until the worker destroys it, after this */
   /* relaxed: one writer (this worker); readers want a recent figure. */
   atomic_store_explicit(lw->busy,
                         atomic_load_explicit(lw->busy, memory_order_relaxed) +
                             dt,
                         memory_order_relaxed);
+  return r;
 }
 
 static int lt_resume(ty_actor *a, void *ud) {
   (void)ud;
-  lt_actor *la = a->user;
-  bool first = !a->started;
   lt_worker *lw = lt_worker_get();
-  la->resumes++;
-  /* One resume in LT_SAMPLE is timed (lobserve.h). */
-  bool timed = ty__unlikely(--lw->sample_left == 0);
-  uint64_t t0 = timed ? lt_ticks() : 0;
-  int r = resume_actor(a, lw);
-  if (ty__unlikely(timed)) timed_resume(lw, la, t0);
-  if (first && la->ack_to) send_start_ack(la, a->pid);
-  return r;
+  if (ty__unlikely(--lw->sample_left == 0)) return resume_timed(a, lw);
+  return resume_counted(a, lw);
 }
 
 /* ---- the worker's loop, protected ------------------------------------------ */

@@ -29,7 +29,7 @@ uint64_t lt_ticks_ns(uint64_t ticks);
  * (1 .. 2 LT_SAMPLE - 1), so that no pattern of resumes (two actors taking
  * turns) always escapes it. Over many resumes the sums converge; an actor
  * with few long resumes has a rough figure. */
-#define LT_SAMPLE 8u
+#define LT_SAMPLE 32u
 static inline uint32_t lt_sample_gap(uint32_t *rng) {
   uint32_t x = *rng; /* xorshift32 */
   x ^= x << 13;
