@@ -44,9 +44,9 @@ PEER_VARIANTS=${PEER_VARIANTS:-"spawn_msg pingpong_oneshot"}
 # wrk against a tycho.http server (run_http below; its rows: http, http_json);
 # `https` (rows https, https_new) and `http_client` are in bench/net.sh, with
 # nginx (and wrk) beside them in the same sitting.
-WORKLOADS="spawn pingpong ring skew timers memory"
+WORKLOADS="spawn pingpong ring skew timers memory processes"
 C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
-LUA_WORKLOADS="spawn pingpong ring skew timers memory"  # bench/lua/<w>.lua
+LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w>.lua
 SERVER_WORKLOADS="http https http_client cluster"   # https, http_client: bench/net.sh
 
 BUILD=${BUILD:-build}

@@ -2,7 +2,8 @@
  * main.c - the `tycho` launcher: runs a Lua script as the main actor.
  *
  *   tycho [--workers N] [--io uring|epoll] [--node NAME --nats URL
- *         [--cluster NAME]] script.lua [args...]
+ *         [--cluster NAME]] [--observe HOST:PORT] script.lua [args...]
+ *   tycho top [HOST:PORT]     a live view of a node's tycho.observe endpoint
  *
  * It embeds LuaJIT and this copy of the core, and finds tycho's Lua modules
  * relative to its own location: <prefix>/share/lua/5.1 when installed as
@@ -36,10 +37,18 @@ static void on_signal(int sig) {
   lt_interrupt();
 }
 
+/* SIGHUP: reload the modules whose files changed (lt_hangup). */
+static void on_hangup(int sig) {
+  (void)sig;
+  lt_hangup();
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tycho [options] script.lua [args...]\n"
-          "Runs script.lua as the main actor of a tycho runtime.\n\n"
+          "       tycho top [host:port]\n"
+          "Runs script.lua as the main actor of a tycho runtime; `top` shows\n"
+          "a node's workers and busiest actors (its --observe endpoint).\n\n"
           "options:\n"
           "  --workers N     worker threads (default: one per CPU, or "
           "TYCHO_WORKERS)\n"
@@ -59,6 +68,8 @@ static void usage(FILE *f) {
           "nats://127.0.0.1:4222, or TYCHO_NATS)\n"
           "  --cluster NAME  the cluster (default: tycho, or "
           "TYCHO_CLUSTER)\n"
+          "  --observe ADDR  serve /metrics and /processes at host:port "
+          "(tycho.observe)\n"
           "  --version       print the version and exit\n"
           "  --help          print this help and exit\n");
 }
@@ -209,6 +220,10 @@ int main(int argc, char **argv) {
       cluster_option(key, a + 7);
     } else if (!strncmp(a, "--cluster=", 10)) {
       cluster_option("cluster", a + 10);
+    } else if (!strcmp(a, "--observe") && i + 1 < argc) {
+      lt_g.observe = argv[++i];
+    } else if (!strncmp(a, "--observe=", 10)) {
+      lt_g.observe = a + 10;
     } else if (!strcmp(a, "--")) {
       i++;
       break;
@@ -231,6 +246,8 @@ int main(int argc, char **argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sa.sa_handler = on_hangup;
+  sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
   lua_State *L = luaL_newstate();
@@ -246,9 +263,24 @@ int main(int argc, char **argv) {
     ty__log_set(log_level >= 0 ? log_level : ty__log_level(),
                 log_json >= 0 ? log_json : ty__log_json());
   lua_getfield(L, -1, "_run_file");
-  for (int k = i; k < argc; k++) lua_pushstring(L, argv[k]);
+  int first = i;
+  if (!strcmp(argv[i], "top") && !file_exists(argv[i])) {
+    /* `tycho top`: the script is lua/tycho/top.lua, found as a module. */
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchpath");
+    lua_pushliteral(L, "tycho.top");
+    lua_getfield(L, -3, "path");
+    lua_call(L, 2, 1);
+    if (!lua_isstring(L, -1)) {
+      fprintf(stderr, "tycho: top: lua/tycho/top.lua not found\n");
+      return 1;
+    }
+    lua_remove(L, -2); /* package */
+    first = i + 1;
+  }
+  for (int k = first; k < argc; k++) lua_pushstring(L, argv[k]);
   int status = 0;
-  if (lua_pcall(L, argc - i, 0, 0)) {
+  if (lua_pcall(L, argc - first + (first != i), 0, 0)) {
     if (g_signal) {
       status = 128 + g_signal;
     } else {

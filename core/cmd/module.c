@@ -11,6 +11,7 @@
 
 #include "cluster/lcluster.h"
 #include "lua/lapi.h"
+#include "lua/lobserve.h"
 #include "lua/lpool.h"
 #include "lua/lpreload.h"
 #include "lua/lrun.h"
@@ -47,6 +48,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_timer(L);
   lt_open_log(L);
   lt_open_preload(L);
+  lt_open_observe(L);
   lt_open_net(L);
   lt_open_udp(L);
   lt_open_ngx(L);

@@ -17,6 +17,7 @@
 #include "lactor.h"
 #include "lapi.h"
 #include "lguard.h"
+#include "lobserve.h"
 #include "lpreload.h"
 #include "lrun.h"
 #include "lstate.h"
@@ -364,7 +365,10 @@ static int wake_recv(lua_State *L, ty_actor *a, lt_actor *la) {
     return rewait(a, la, 0);
   }
   if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
-  return decode_msg(L, la, m);
+  ty_pid from = m->from;
+  int n = decode_msg(L, la, m);
+  if (ty__unlikely(la->trace & LT_TR_RECV)) lt_trace_in(L, la, from, n);
+  return n;
 }
 
 /* The reply waits in the actor's awaited slot (ty.h), not in the mailbox:
@@ -451,7 +455,8 @@ static int run(ty_actor *a, lt_actor *la, lt_worker *lw) {
 
 /* What the actor allocates while it starts and runs is charged to it
  * (lmem.h); what the runtime does after (reports, notices) is not. */
-static int resume_actor(ty_actor *a, lt_worker *lw) {
+__attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
+                                                              lt_worker *lw) {
   lt_actor *la = a->user;
   /* Package paths published since this worker last ran an actor (one
    * relaxed load when nothing changed). */
@@ -504,13 +509,39 @@ static void send_start_ack(lt_actor *la, ty_pid pid) {
   lt_send_values(L, 2, to);
 }
 
-static int lt_resume(ty_actor *a, void *ud) {
-  (void)ud;
+static int resume_counted(ty_actor *a, lt_worker *lw) {
   lt_actor *la = a->user;
   bool first = !a->started;
-  int r = resume_actor(a, lt_worker_get());
+  la->resumes++;
+  int r = resume_actor(a, lw);
   if (first && la->ack_to) send_start_ack(la, a->pid);
   return r;
+}
+
+/* One resume in LT_SAMPLE is timed (lobserve.h): CPU time per actor and
+ * per worker; it counts LT_SAMPLE times. Out of line, so that the usual
+ * resume stays as short as it was. */
+__attribute__((noinline, cold)) static int resume_timed(ty_actor *a,
+                                                        lt_worker *lw) {
+  lt_actor *la = a->user;
+  lw->sample_left = lt_sample_gap(&lw->sample_rng);
+  uint64_t t0 = lt_ticks();
+  int r = resume_counted(a, lw);
+  uint64_t dt = (lt_ticks() - t0) * LT_SAMPLE;
+  la->ticks += dt; /* la lives until the worker destroys it, after this */
+  /* relaxed: one writer (this worker); readers want a recent figure. */
+  atomic_store_explicit(lw->busy,
+                        atomic_load_explicit(lw->busy, memory_order_relaxed) +
+                            dt,
+                        memory_order_relaxed);
+  return r;
+}
+
+static int lt_resume(ty_actor *a, void *ud) {
+  (void)ud;
+  lt_worker *lw = lt_worker_get();
+  if (ty__unlikely(--lw->sample_left == 0)) return resume_timed(a, lw);
+  return resume_counted(a, lw);
 }
 
 /* ---- the worker's loop, protected ------------------------------------------ */

@@ -96,7 +96,11 @@ struct lt_actor {
   bool end_actor;  /* a fork called tycho.exit: its actor ends too */
   bool supervised; /* a supervisor's child: its supervisor stops it */
   bool finished;   /* its end was reported (monitors, links, callers) */
-  char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
+  /* What tycho.trace follows (LT_TR_* bits of lobserve.h, 0: nothing):
+   * tested by every send, recv, call and spawn, so it sits here, in the
+   * record's first line (it fills padding). */
+  uint8_t trace;
+  char *spawn; /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...};
                * LT_FN_HERE: of the function (args in spawn) */
@@ -109,10 +113,11 @@ struct lt_actor {
   const _Atomic uint32_t *flag;
   uint8_t preempted;
   bool frozen;
-  char *origin;  /* forks and main scripts: where their function is */
-  ty_pid pid;    /* this actor's (or fork's) own pid, once known */
-  ty_pid parent; /* a fork's actor (0 for actors) */
-  ty_pid ack_to; /* told when the first run is over (supervisor) */
+  uint32_t resumes; /* (lobserve.h) in the padding before origin */
+  char *origin;     /* forks and main scripts: where their function is */
+  ty_pid pid;       /* this actor's (or fork's) own pid, once known */
+  ty_pid parent;    /* a fork's actor (0 for actors) */
+  ty_pid ack_to;    /* told when the first run is over (supervisor) */
   /* Forks live on their actor's worker, so plain pointers are safe there:
    * a fork points at its actor while the actor lives (the actor clears it
    * when it ends), and the actor lists its forks. */
@@ -131,6 +136,10 @@ struct lt_actor {
                       * freed by whoever catches a failure of the decode */
   lt_charge charge;  /* memory charged to the actor (a fork's goes to its
                       * actor's: lt_charge_of) */
+  /* Observation (lobserve.h): the sampled ticks of its resumes, and the
+   * tracer of tycho.trace (0: the log). */
+  uint64_t ticks;
+  ty_pid trace_to;
 };
 
 /* The charge of la's family: the actor's own (forks share it). */

@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "lapi.h"
 #include "lnames.h"
+#include "lobserve.h"
 #include "lrun.h"
 #include "lstate.h"
 
@@ -185,7 +186,7 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
 
 /* Over max_memory, no new actor: nil, "nomem" (lmem.h). */
 static int l_spawn(lua_State *L) {
-  lt_current(L, "spawn");
+  lt_cur c = lt_current(L, "spawn");
   if (lt_mem_over()) return lt_push_fail(L, "nomem");
   lt_actor *la = lt_spawn_request(L, 1, 2, "spawn");
   if (!la) return lt_push_fail(L, "nomem");
@@ -197,6 +198,8 @@ static int l_spawn(lua_State *L) {
     if (rc == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.spawn: the actor table is full");
   }
+  if (ty__unlikely(c.la->trace & LT_TR_SPAWN))
+    lt_trace_out(L, c.la, LT_TR_SPAWN, pid, 1, 1);
   lua_pushnumber(L, (lua_Number)pid);
   return 1;
 }
@@ -273,6 +276,9 @@ static int l_send(lua_State *L) {
   ty_msg *m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
   if (!m) return lt_push_fail(L, "nomem");
   m->kind = LT_MSG;
+  /* Traced before it leaves: the event precedes anything it causes. */
+  if (ty__unlikely(c.la->trace & LT_TR_SEND))
+    lt_trace_out(L, c.la, LT_TR_SEND, d.pid, 2, lua_gettop(L) - 1);
   int rc = send_to(d, m);
   if (rc) return send_failed(L, c, m, rc);
   return maybe_block(L, c);
@@ -297,6 +303,8 @@ static int l_recv(lua_State *L) {
     c.la->inflight = m; /* freed at the actor's end if the decode raises */
     int n = ty__codec_decode(L, m->data, m->len, err, sizeof err);
     c.la->inflight = NULL;
+    if (ty__unlikely(c.la->trace & LT_TR_RECV) && n >= 0)
+      lt_trace_in(L, c.la, m->from, n);
     ty_msg_free(m);
     if (n < 0) return luaL_error(L, "tycho.recv: bad message: %s", err);
     return n;
@@ -323,6 +331,8 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
   m->kind = LT_CALL;
   m->ref = lw->next_ref++;
   uint64_t ref = m->ref;
+  if (ty__unlikely(c.la->trace & LT_TR_CALL))
+    lt_trace_out(L, c.la, LT_TR_CALL, d.pid, di + 1, lua_gettop(L) - di);
   int rc = send_to(d, m);
   if (rc) return send_failed(L, c, m, rc);
   c.la->call_ref = ref;

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "lactor.h"
 #include "lnames.h"
+#include "lobserve.h"
 #include "lrun.h"
 #include "lstate.h"
 
@@ -50,6 +51,7 @@ static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
 static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
                    size_t rlen) {
   la->finished = true;
+  if (ty__unlikely(la->trace & LT_TR_EXIT)) lt_trace_exit(la, reason, rlen);
   lt_actor *parent = la->parent_la;
   if (parent) {
     lt_fork_detach(la);

@@ -338,6 +338,12 @@ int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker) {
   return 0;
 }
 
+void lt_fn_forget(lua_State *L, lt_fn *f, unsigned worker) {
+  if (!f || !f->wref[worker]) return;
+  luaL_unref(L, LUA_REGISTRYINDEX, f->wref[worker]);
+  f->wref[worker] = 0;
+}
+
 /* ---- where a function comes from (for the watchdog's log) ---------------- */
 
 static bool uleb(const uint8_t **p, const uint8_t *end, uint64_t *v) {

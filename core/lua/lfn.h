@@ -38,6 +38,9 @@ int lt_fn_bind(lua_State *L, int fn, int map);
 /* Pushes blob f's function on co, loading it on first use on `worker`;
  * returns 0, or -1 with an error message pushed. */
 int lt_fn_push(lua_State *co, lt_fn *f, unsigned worker);
+/* Worker `worker` (the caller) forgets the function it loaded from f: the
+ * next spawn loads it again (a module after tycho.reload). */
+void lt_fn_forget(lua_State *L, lt_fn *f, unsigned worker);
 /* "file.lua:line" of f's function (or "module name"), from its bytes
  * alone: any thread. */
 void lt_fn_origin(const lt_fn *f, char *buf, size_t n);

@@ -127,6 +127,22 @@ void lt_names_drop_pid(ty_pid pid) {
   pthread_mutex_unlock(&lock);
 }
 
+size_t lt_names_of(ty_pid pid, char *buf, size_t n) {
+  size_t len = 0;
+  if (get_count() == 0 || n == 0) return 0;
+  pthread_mutex_lock(&lock);
+  for (name_ent *e = by_pid[pid_hash(pid)]; e; e = e->pid_next) {
+    if (e->pid != pid) continue;
+    len = strlen(e->name);
+    if (len >= n) len = n - 1;
+    memcpy(buf, e->name, len);
+    break;
+  }
+  pthread_mutex_unlock(&lock);
+  buf[len] = 0;
+  return len;
+}
+
 void lt_names_clear(void) {
   pthread_mutex_lock(&lock);
   for (size_t b = 0; b < BUCKETS; b++) {

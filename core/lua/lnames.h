@@ -14,6 +14,9 @@ ty_pid lt_names_lookup(const char *name);
 /* Forgets every name of pid (cheap when pid has none). */
 void lt_names_drop_pid(ty_pid pid);
 void lt_names_clear(void);
+/* One name of pid copied into buf (cut to n - 1 bytes); its length, 0 for
+ * none. Cheap while no name exists at all. */
+size_t lt_names_of(ty_pid pid, char *buf, size_t n);
 /* A name as a number for the life of the process (0: too many names), and
  * the pid that holds that name now (0: none). */
 uint32_t lt_names_atom(const char *name);

@@ -244,7 +244,7 @@ static int l_kill(lua_State *L) {
   X(polls) X(lifo_hits) X(steals) X(stolen) X(parks) X(unparks)                \
   X(mesh_sent) X(mesh_received) X(inject_pops) X(spawns_placed)                \
   X(spawns_remote) X(actors) X(preempts) X(stuck) X(mailbox)               \
-  X(mailbox_bytes) X(sends_full)
+  X(mailbox_bytes) X(sends_full) X(delivered) X(run_queue)
 /* clang-format on */
 
 static int l_stats(lua_State *L) {

@@ -200,9 +200,45 @@ static int io_kind(lua_State *L) {
   return kind;
 }
 
-static void wait_main(void) {
+static volatile sig_atomic_t g_hangup;
+static double g_last_reload; /* epoch seconds: the start, then each reload */
+
+/* The launcher's helper actor (lua/tycho/launch.lua), spawned by module
+ * name with (op, arg): "observe" serves tycho.observe at arg; "reload"
+ * reloads the modules whose files changed after arg (epoch seconds). */
+static void spawn_launch(lua_State *L, const char *op, const char *arg) {
+  int top = lua_gettop(L);
+  lua_pushstring(L, op);
+  lua_pushstring(L, arg);
+  lt_actor *h = lt_spawn_request_fn(L, lt_fn_module("tycho.launch", 12),
+                                    LT_FN_MODULE, top + 1, "run");
+  lua_settop(L, top);
+  if (h && ty_spawn(lt_g.rt, h, NULL)) lt_actor_free(h);
+}
+
+static double epoch_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void hangup(lua_State *L) {
+  char since[64];
+  snprintf(since, sizeof since, "%.3f", g_last_reload);
+  g_last_reload = epoch_now();
+  spawn_launch(L, "reload", since);
+}
+
+static void wait_main(lua_State *L) {
   pthread_mutex_lock(&g_main.mu);
   while (!g_main.done) {
+    if (g_hangup) {
+      g_hangup = 0;
+      pthread_mutex_unlock(&g_main.mu);
+      hangup(L);
+      pthread_mutex_lock(&g_main.mu);
+      continue;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 50 * 1000000;
@@ -342,7 +378,9 @@ static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
   ty_runtime *rt = run_begin(L, cfg, la, &clustered);
   ty_runtime_start(rt);
   ty_spawn(rt, la, NULL);
-  wait_main();
+  g_last_reload = epoch_now();
+  if (lt_g.observe) spawn_launch(L, "observe", lt_g.observe);
+  wait_main(L);
   return run_end(L, rt, clustered);
 }
 
@@ -437,6 +475,8 @@ static int l_run_file(lua_State *L) {
 
 /* _interrupt(): ask a running tycho.run to stop (signal-safe core). */
 void lt_interrupt(void) { g_interrupted = 1; }
+
+void lt_hangup(void) { g_hangup = 1; }
 
 static int l_running(lua_State *L) {
   lua_pushboolean(L, lt_g.rt != NULL);

@@ -65,6 +65,8 @@ typedef struct lt_global {
   /* The largest message another node can take (0: no limit): set by the
    * cluster's start from NATS's max_payload. */
   _Atomic size_t remote_max;
+  /* The launcher's --observe address (host:port), or NULL. */
+  const char *observe;
 } lt_global;
 
 extern lt_global lt_g;
@@ -73,6 +75,9 @@ extern lt_global lt_g;
 void lt_main_done(bool ok, const char *data, size_t len);
 /* Asks a running tycho.run to stop (async-signal-safe). */
 void lt_interrupt(void);
+/* SIGHUP under the launcher: a running tycho.run reloads the modules whose
+ * files changed since (lua/tycho/launch.lua; async-signal-safe). */
+void lt_hangup(void);
 /* Adds config, run, running, stats and the launcher's _run_file to the
  * table on top of L. */
 void lt_open_run(lua_State *L);

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "lactor.h"
 #include "lguard.h"
+#include "lobserve.h"
 #include "lrun.h"
 #include "lstate.h"
 
@@ -267,6 +268,9 @@ void lt_state_init(ty_worker *w, void *ud) {
   else lt_mem_attach(lw->L, &lw->heap);
   t_borrow = NULL;
   lw->heap.pub = &g_heap_used[ty_worker_id(w)];
+  lw->busy = lt_busy_slot(ty_worker_id(w));
+  lw->sample_left = 1;
+  lw->sample_rng = 2463534242u + ty_worker_id(w);
   lua_setallocf(lw->L, lt_alloc, lw);
   if (lw->borrowed) {
     guard_borrowed(lw);

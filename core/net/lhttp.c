@@ -75,6 +75,7 @@ static int l_respond(lua_State *L) {
     p->closing = false;
     lt_http_put_simple(p, 500, p->keepalive);
   }
+  lt_http_count(p);
   int n;
   if (p->closing) {
     push_out(L, p);
@@ -335,6 +336,7 @@ void lt_open_http(lua_State *L) {
                                    {"pressure", l_pressure},
                                    {"reject", l_reject},
                                    {"date", l_date},
+                                   {"stats", lt_http_stats},
                                    {"gauge_new", lt_http_gauge_new},
                                    {"gauge_enter", lt_http_gauge_enter},
                                    {"gauge_count", lt_http_gauge_count},

@@ -129,7 +129,17 @@ typedef struct hparser {
   bool closing;  /* the last response closes the connection */
   char *scratch; /* lower-cased header names */
   size_t scratch_cap;
+  /* For tycho.observe's figures (lhttp_stats.c): when the request was
+   * complete (lt_ticks), the status of the last response put. */
+  uint64_t t_ready;
+  int resp_status;
 } hparser;
+
+/* lhttp_stats.c: counts the response just put for p's request (status, and
+ * its latency when p->t_ready is set), in this worker's figures; and
+ * stats() -> this worker's figures | nil (the _http table). */
+void lt_http_count(hparser *p);
+int lt_http_stats(lua_State *L);
 
 /* Upvalues of every function of the _http table (lt_open_http). */
 enum {

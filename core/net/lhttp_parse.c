@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "lhttp_impl.h"
+#include "lua/lobserve.h"
 
 /* ---- llhttp callbacks ---------------------------------------------------------- */
 
@@ -171,6 +172,7 @@ static int on_body(llhttp_t *ll, const char *at, size_t len) {
 static int on_message_complete(llhttp_t *ll) {
   hparser *p = of(ll);
   p->ready = true;
+  p->t_ready = lt_ticks(); /* the latency histogram's start (lhttp_stats.c) */
   p->in_msg = false;
   p->method = ll->method;
   p->minor = ll->http_minor;

@@ -115,6 +115,7 @@ static bool body_allowed(int status) {
 
 /* Status line, Server, Date: what every response starts with. */
 static void put_head(hparser *p, int status) {
+  p->resp_status = status;
   OUT_LIT(p, "HTTP/1.1 ");
   out_uint(p, (uint64_t)status);
   lt_http_out(p, " ", 1);

@@ -301,6 +301,7 @@ void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running) {
     return;
   }
   ty__assert(ty__w_home(word) == w->id);
+  TY__STAT_ADD(w, delivered, 1);
   /* relaxed: we are the home worker and stored this pointer ourselves. */
   ty_actor *a = atomic_load_explicit(&e->actor, memory_order_relaxed);
   if (m->ref && m->ref == a->wait_ref && a->wait_ref != TY_REF_WAKE &&

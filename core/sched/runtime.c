@@ -178,7 +178,11 @@ void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   GET(mailbox_bytes);
   GET(mailbox_hwm);
   GET(sends_full);
+  GET(delivered);
 #undef GET
+  /* relaxed: the P2C load hint (ready queue, LIFO, spawn queue, running). */
+  o->run_queue =
+      atomic_load_explicit(&rt->workers[i].load, memory_order_relaxed);
   o->stuck = ty_worker_is_stuck(rt, i);
 }
 

@@ -63,7 +63,7 @@ static inline ty__node *ty__list_pop(ty__list *l) {
 typedef struct ty__stats {
   _Atomic uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
       mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
-      preempts, mailbox, mailbox_bytes, mailbox_hwm, sends_full;
+      preempts, mailbox, mailbox_bytes, mailbox_hwm, sends_full, delivered;
 } ty__stats;
 
 #define TY__STAT_ADD(w, field, n)                                              \

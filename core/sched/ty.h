@@ -391,11 +391,14 @@ ty_msg *ty_actor_take_awaited(ty_actor *a);
  * resumes the watchdog asked to stop; `stuck`: 1 while declared stuck;
  * mailbox: messages queued in the mailboxes of the worker's actors now;
  * mailbox_bytes: their size; mailbox_hwm: the longest mailbox the worker has
- * seen; sends_full: sends from this worker refused by a full mailbox. */
+ * seen; sends_full: sends from this worker refused by a full mailbox;
+ * delivered: messages handed to the worker's actors (tycho top's msgs/s);
+ * run_queue: actors ready or running there now (its placement load). */
 typedef struct ty_worker_stats {
   uint64_t polls, lifo_hits, steals, stolen, parks, unparks, mesh_sent,
       mesh_received, inject_pops, spawns_placed, spawns_remote, actors,
-      preempts, stuck, mailbox, mailbox_bytes, mailbox_hwm, sends_full;
+      preempts, stuck, mailbox, mailbox_bytes, mailbox_hwm, sends_full,
+      delivered, run_queue;
 } ty_worker_stats;
 
 /* ---- the watchdog (watchdog.c) ----------------------------------------- */
@@ -423,6 +426,9 @@ bool ty_worker_is_stuck(ty_runtime *rt, unsigned i);
 void ty_worker_each_actor(ty_worker *w, void (*fn)(ty_actor *a, void *ud),
                           void *ud);
 void ty_worker_stats_get(ty_runtime *rt, unsigned worker, ty_worker_stats *out);
+/* CPU time of worker i's thread so far (0 when it cannot be read): its
+ * busy share (tycho top). Any thread, while the runtime runs. */
+uint64_t ty_worker_cpu_ns(ty_runtime *rt, unsigned i);
 /* Bytes queued in every mailbox now (the sum of the workers' mailbox_bytes;
  * each term may lag by its worker's last message). Any thread. */
 uint64_t ty_runtime_mailbox_bytes(ty_runtime *rt);

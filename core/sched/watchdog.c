@@ -306,6 +306,10 @@ static uint64_t cpu_ns(ty_worker *w, uint64_t now) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t ty_worker_cpu_ns(ty_runtime *rt, unsigned i) {
+  return cpu_ns(&rt->workers[i], 0);
+}
+
 /* How long the resume has run, as the slice counts it before asking it to
  * stop: the worker thread's CPU time (so that an overloaded machine does
  * not turn a busy actor into a runaway: a second of work that the machine

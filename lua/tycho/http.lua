@@ -192,7 +192,17 @@ local function pack_handler(h, fname)
 end
 
 local function unpack_handler(spec)
-  if spec.module then return require(spec.module) end
+  if spec.module then
+    -- Each request takes the module's current value: tycho.reload replaces
+    -- package.loaded[name] on every worker, and new requests use it.
+    local name, loaded = spec.module, package.loaded
+    local f = require(name)
+    return function(...)
+      local g = loaded[name]
+      if g ~= f and type(g) == "function" then f = g end
+      return f(...)
+    end
+  end
   local f = assert(loadstring(spec.code))
   for i, m in pairs(spec.ups) do
     debug.setupvalue(f, i, m == true and f or require(m))
@@ -205,6 +215,7 @@ end
 local traceback = debug.traceback
 
 local function handler_traceback(e) return traceback(text(e), 2) end
+
 
 -- Reads, parses, answers until the connection ends. Never raises for the
 -- client's sake: every way out returns; "linger" when the server's last

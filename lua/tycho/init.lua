@@ -27,6 +27,12 @@ tycho.tcp = setmetatable({
   socket = function() return require("tycho.cosocket").socket() end,
 }, { __index = core.tcp })
 
+-- Observing and operating a running node (lua/tycho/observe.lua).
+for _, k in ipairs{ "processes", "trace", "reload" } do
+  tycho[k] = function(...) return require("tycho.observe")[k](...) end
+end
+tycho.observe = function(...) return require("tycho.observe").observe(...) end
+
 -- tycho.http, tycho.json, ... are lua/tycho/<name>.lua, loaded when touched.
 return setmetatable(tycho, {
   __index = function(t, name)
