@@ -34,7 +34,7 @@ typedef struct lt_worker {
   bool borrowed;
   lua_Hook hook;
   int hook_mask, hook_count, gc_pause;
-  char *path, *cpath; /* its package paths (the run may publish others) */
+  char *path, *cpath;     /* its package paths (the run may publish others) */
   _Atomic uint64_t *busy; /* ticks spent in resumes (lobserve.h) */
   uint32_t sample_left;   /* resumes until the next timed one (lobserve.h) */
   uint32_t sample_rng;
