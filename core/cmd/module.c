@@ -46,6 +46,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_child(L);
   lt_open_timer(L);
   lt_open_log(L);
+  lt_open_serve(L);
   lt_open_preload(L);
   lt_open_net(L);
   lt_open_udp(L);

@@ -286,6 +286,9 @@ static int l_stats(lua_State *L) {
 #undef SETT
   lua_pushnumber(L, n);
   lua_setfield(L, -2, "workers");
+  /* Coroutines held by actors: an idle tycho.server holds none. */
+  lua_pushnumber(L, (lua_Number)lt_co_live(n));
+  lua_setfield(L, -2, "coroutines");
   /* Log events dropped because the log's queue was full (process-wide). */
   lua_pushnumber(L, (lua_Number)ty__log_dropped());
   lua_setfield(L, -2, "log_dropped");

@@ -12,6 +12,8 @@
 #include "lmem.h"
 #include "sched/ty.h"
 
+#define LT_COPOOL 32 /* coroutines kept per worker for servers' handlers */
+
 typedef struct lt_worker {
   lua_State *L;
   ty_worker *w;
@@ -28,6 +30,13 @@ typedef struct lt_worker {
   uint64_t next_ref;
   uint64_t paths_version; /* of the package paths this state has */
   lt_heap heap; /* the accounting of its memory (lmem.h), under lt_alloc */
+  /* Coroutines that returned, kept for the next message of a tycho.server
+   * (lserve.c): the thread and its registry ref. */
+  struct {
+    lua_State *co;
+    int ref;
+  } copool[LT_COPOOL];
+  int ncopool;
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */

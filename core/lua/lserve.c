@@ -1,0 +1,135 @@
+/*
+ * lserve.c - the C half of tycho.server (lua/tycho/server.lua): a server
+ * holds no coroutine while it waits for its next message.
+ *
+ * An actor is a coroutine (lactor.c). A server's actor function calls
+ * tycho.core._serve(dispatch, state) once init is done and returns: instead
+ * of ending the actor, lt_resume keeps the two values in the registry, gives
+ * the returned coroutine to the worker's pool and waits (LT_W_SERVE). What
+ * an idle server costs is then its lt_actor, its ty_actor, two registry
+ * slots and its state. A message takes a coroutine from the pool (LuaJIT
+ * resumes a coroutine whose function returned: it starts the function on
+ * its stack) and runs dispatch(state, is_call, values...) there. A handler
+ * that blocks (call, sleep, sockets) keeps that coroutine until it returns
+ * `dispatch, state`, which replace the stored ones (code change, a handler
+ * that sets a new state). An error ends the actor as any actor's does; its
+ * coroutine is then dropped, not pooled.
+ */
+#include <stdatomic.h>
+
+#include "lactor.h"
+#include "lapi.h"
+#include "lstate.h"
+
+/* Actor coroutines alive per worker: written by that worker only (plain
+ * load + store), read by tycho.stats on any thread; relaxed is enough for a
+ * gauge that orders nothing else. */
+static _Atomic int64_t co_live[TY_MAX_WORKERS];
+
+void lt_co_count(int delta) {
+  lt_worker *lw = lt_worker_get();
+  if (!lw || !lw->w) return;
+  _Atomic int64_t *c = &co_live[ty_worker_id(lw->w)];
+  atomic_store_explicit(
+      c, atomic_load_explicit(c, memory_order_relaxed) + delta,
+      memory_order_relaxed);
+}
+
+int64_t lt_co_live(unsigned workers) {
+  int64_t n = 0;
+  for (unsigned i = 0; i < workers && i < TY_MAX_WORKERS; i++)
+    n += atomic_load_explicit(&co_live[i], memory_order_relaxed);
+  return n;
+}
+
+/* A coroutine for la's next message: from the pool, else a new one. */
+static void co_take(lt_worker *lw, lt_actor *la) {
+  if (lw->ncopool) {
+    lw->ncopool--;
+    la->co = lw->copool[lw->ncopool].co;
+    la->co_ref = lw->copool[lw->ncopool].ref;
+  } else {
+    la->co = lua_newthread(lw->L);
+    la->co_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
+  }
+  lt_co_count(1);
+}
+
+/* la's coroutine returned: into the pool (or freed when the pool is full). */
+static void co_give_back(lt_worker *lw, lt_actor *la) {
+  lua_settop(la->co, 0);
+  if (lw->ncopool < LT_COPOOL) {
+    lw->copool[lw->ncopool].co = la->co;
+    lw->copool[lw->ncopool].ref = la->co_ref;
+    lw->ncopool++;
+  } else {
+    luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
+  }
+  la->co = NULL;
+  la->co_ref = LUA_NOREF;
+  lt_co_count(-1);
+}
+
+int lt_serve_idle(ty_actor *a, lt_actor *la) {
+  lt_worker *lw = lt_worker_get();
+  lua_State *co = la->co;
+  /* A handler returns dispatch, state (the actor function after _serve
+   * returns nothing). Stored with rawseti: never nil (server.lua). */
+  if (lua_gettop(co) >= 2 && lua_isfunction(co, 1) && !lua_isnil(co, 2)) {
+    lua_rawseti(co, LUA_REGISTRYINDEX, la->srv_state);
+    lua_rawseti(co, LUA_REGISTRYINDEX, la->srv_fn);
+  }
+  co_give_back(lw, la);
+  la->wait = LT_W_SERVE;
+  /* A message that came while the handler ran would not wake it again. */
+  if (a->mbox.len) return TY_YIELD;
+  ty_actor_wait(a, -1, 0);
+  return TY_WAIT;
+}
+
+int lt_serve_wake(ty_actor *a, lt_actor *la) {
+  ty_msg *m = lt_take_msg(a);
+  if (!m) {
+    ty_actor_wait(a, -1, 0);
+    return -1;
+  }
+  co_take(lt_worker_get(), la);
+  lua_State *co = la->co;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_fn);
+  lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_state);
+  lua_pushboolean(co, m->kind == LT_CALL);
+  if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
+  return 2 + lt_decode_msg(co, la, m);
+}
+
+void lt_serve_drop(lua_State *L, lt_actor *la) {
+  luaL_unref(L, LUA_REGISTRYINDEX, la->srv_fn);
+  luaL_unref(L, LUA_REGISTRYINDEX, la->srv_state);
+  la->srv_fn = la->srv_state = LUA_NOREF;
+}
+
+/* tycho.core._serve(dispatch, state) -> module name | nil: the running
+ * actor becomes a server once its function returns (server.lua). */
+static int l_serve(lua_State *L) {
+  lt_cur c = lt_current_blocking(L, "server");
+  if (c.la->parent) return luaL_error(L, "tycho.server: not in a fork");
+  if (c.la->srv_fn != LUA_NOREF)
+    return luaL_error(L, "tycho.server: this actor is a server already");
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (lua_isnoneornil(L, 2))
+    return luaL_error(L, "tycho.server: the state cannot be nil");
+  lua_settop(L, 2);
+  c.la->srv_state = luaL_ref(L, LUA_REGISTRYINDEX);
+  c.la->srv_fn = luaL_ref(L, LUA_REGISTRYINDEX);
+  size_t len;
+  const char *name = c.la->fn_kind == LT_FN_MODULE && c.la->fn
+                         ? lt_fn_name(c.la->fn, &len)
+                         : NULL;
+  if (name) lua_pushlstring(L, name, len);
+  else lua_pushnil(L);
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {{"_serve", l_serve}, {NULL, NULL}};
+
+void lt_open_serve(lua_State *L) { luaL_register(L, NULL, funcs); }
