@@ -315,7 +315,7 @@ ty_msg *lt_take_msg(ty_actor *a) {
 static int rewait(ty_actor *a, lt_actor *la, uint64_t ref) {
   int64_t left = -1;
   if (la->deadline_ns) {
-    uint64_t now = ty__now_ns();
+    uint64_t now = ty_runtime_now_ns(lt_g.rt); /* virtual time too */
     left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
   }
   ty_actor_wait(a, left, ref);
