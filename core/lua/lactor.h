@@ -97,6 +97,7 @@ struct lt_actor {
   bool end_actor;  /* a fork called tycho.exit: its actor ends too */
   bool supervised; /* a supervisor's child: its supervisor stops it */
   bool finished;   /* its end was reported (monitors, links, callers) */
+  bool srv_call;   /* a server's handler runs for a call (lserve.c) */
   char *spawn;     /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...} */

@@ -11,20 +11,31 @@
  * resumes a coroutine whose function returned: it starts the function on
  * its stack) and runs dispatch(state, is_call, values...) there. A handler
  * that blocks (call, sleep, sockets) keeps that coroutine until it returns
- * `dispatch, state`, which replace the stored ones (code change, a handler
- * that sets a new state). An error ends the actor as any actor's does; its
+ * `dispatch, state[, reply values]`: the first two replace the stored ones
+ * (code change), the others answer the call here, in C (cheaper than a
+ * tycho.reply from Lua). An error ends the actor as any actor's does; its
  * coroutine is then dropped, not pooled.
  */
+#include <stdio.h>
+#include <string.h>
 #include <stdatomic.h>
 
 #include "lactor.h"
 #include "lapi.h"
+#include "lrun.h"
 #include "lstate.h"
 
 /* Actor coroutines alive per worker: written by that worker only (plain
  * load + store), read by tycho.stats on any thread; relaxed is enough for a
  * gauge that orders nothing else. */
 static _Atomic int64_t co_live[TY_MAX_WORKERS];
+
+static inline void co_add(lt_worker *lw, int delta) {
+  _Atomic int64_t *c = &co_live[lw->id];
+  atomic_store_explicit(
+      c, atomic_load_explicit(c, memory_order_relaxed) + delta,
+      memory_order_relaxed);
+}
 
 void lt_co_count(int delta) {
   lt_worker *lw = lt_worker_get();
@@ -52,7 +63,7 @@ static void co_take(lt_worker *lw, lt_actor *la) {
     la->co = lua_newthread(lw->L);
     la->co_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
   }
-  lt_co_count(1);
+  co_add(lw, 1);
 }
 
 /* la's coroutine returned: into the pool (or freed when the pool is full). */
@@ -67,15 +78,54 @@ static void co_give_back(lt_worker *lw, lt_actor *la) {
   }
   la->co = NULL;
   la->co_ref = LUA_NOREF;
-  lt_co_count(-1);
+  co_add(lw, -1);
+}
+
+/* Answers the call the handler ran for with co[3..top]; false when the
+ * values cannot be copied (the reason is in err). */
+static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
+                       size_t errlen) {
+  int i = lt_owed_last(la);
+  if (i < 0) return true; /* answered already (tycho.reply in the handler) */
+  lt_owed o = la->owed[i];
+  lt_owed_remove(la, o.to, o.ref);
+  ty__buf_reset(&lw->buf);
+  bool remote = ty_pid_remote(lt_g.rt, o.to);
+  lt_remote_encode = remote;
+  int r = ty__codec_encode(co, 3, lua_gettop(co) - 2, &lw->buf,
+                           lt_g.max_message, err, errlen);
+  lt_remote_encode = false;
+  /* relaxed: written once by the cluster's start, before workers run. */
+  size_t max = atomic_load_explicit(&lt_g.remote_max, memory_order_relaxed);
+  if (!r && remote && max && lw->buf.len > max) {
+    snprintf(err, errlen, "the reply is too big to cross nodes");
+    r = -1;
+  }
+  if (r) {
+    lt_send_reply_err(o.to, o.ref, "dead");
+    return false;
+  }
+  lt_send_raw(o.to, LT_REPLY, o.ref, lw->buf.data, lw->buf.len);
+  return true;
 }
 
 int lt_serve_idle(ty_actor *a, lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   lua_State *co = la->co;
-  /* A handler returns dispatch, state (the actor function after _serve
-   * returns nothing). Stored with rawseti: never nil (server.lua). */
+  /* A handler returns dispatch, state[, reply...] (the actor function after
+   * _serve returns nothing). Stored with rawseti: never nil (server.lua). */
   if (lua_gettop(co) >= 2 && lua_isfunction(co, 1) && !lua_isnil(co, 2)) {
+    if (la->srv_call) {
+      char err[256];
+      la->srv_call = false;
+      if (!send_reply(lw, la, co, err, sizeof err)) {
+        char reason[300];
+        snprintf(reason, sizeof reason,
+                 "tycho.server: the reply cannot be copied: %s", err);
+        return lt_die_now(a, la, reason, strlen(reason));
+      }
+    }
+    lua_settop(co, 2);
     lua_rawseti(co, LUA_REGISTRYINDEX, la->srv_state);
     lua_rawseti(co, LUA_REGISTRYINDEX, la->srv_fn);
   }
@@ -98,7 +148,8 @@ int lt_serve_wake(ty_actor *a, lt_actor *la) {
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_fn);
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_state);
   lua_pushboolean(co, m->kind == LT_CALL);
-  if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
+  la->srv_call = m->kind == LT_CALL;
+  if (la->srv_call) lt_owed_push(la, m->from, m->ref);
   return 2 + lt_decode_msg(co, la, m);
 }
 

@@ -166,6 +166,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->L = luaL_newstate();
   if (!lw->L) ty__die("cannot create a Lua state");
   lw->w = w;
+  lw->id = ty_worker_id(w);
   lw->flag = ty_worker_flag(w);
   atomic_init(&lw->deny, 0);
   lt_mem_attach(lw->L, &lw->heap);

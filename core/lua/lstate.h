@@ -37,6 +37,7 @@ typedef struct lt_worker {
     int ref;
   } copool[LT_COPOOL];
   int ncopool;
+  unsigned id; /* the worker's index (ty_worker_id) */
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */

@@ -35,7 +35,7 @@ local core = require "tycho.core"
 local M = {}
 
 local loaded = package.loaded
-local reply, exit, serve = core.reply, core.exit, core._serve
+local exit, serve = core.exit, core._serve
 local defs = setmetatable({}, { __mode = "k" }) -- actor function -> definition
 -- init may return nil; the core keeps no nil (lserve.c), so this stands in.
 local NIL = setmetatable({}, { __tostring = function() return "tycho.server: nil state" end })
@@ -60,21 +60,9 @@ local function box(s)
   return s
 end
 
-local function after_call(def, s, ok, ...)
-  if not ok then fail(def, s, (...)) end
-  local rok, err = pcall(reply, ...)
-  if not rok then fail(def, s, err) end
-  return def.dispatch, box(s)
-end
-
-local function after(def, s, ok, err)
-  if not ok then fail(def, s, err) end
-  return def.dispatch, box(s)
-end
-
 -- package.loaded[mod] holds another definition: switch to it.
 local function switch(old, new, s, ...)
-  new.mod = new.mod or old.mod
+  if not new.mod then new.bind(old.mod, new.fn) end
   if new.code_change then
     local ok, ns = pcall(new.code_change, s, old.vsn)
     if not ok then fail(new, s, ns) end
@@ -83,33 +71,56 @@ local function switch(old, new, s, ...)
   return new.dispatch(box(s), ...)
 end
 
+-- def.mod and def.fn are set later (at the first start, by define): the
+-- dispatch function reads them as upvalues, set through def.bind(mod, fn).
 local function make_dispatch(def)
   local call, cast, info = def.call, def.cast, def.info
-  -- (state, is_call, message values...) -> dispatch, state (lserve.c)
-  return function(s, is_call, op, ...)
+  local dispatch, mod, fn
+  function def.bind(m, f)
+    def.mod, def.fn = m, f
+    mod, fn = m, f
+  end
+  -- A call's handler returned: its values are the reply, sent by the core.
+  local function answer(boxed, ok, ...)
+    if not ok then
+      local s = boxed
+      if s == NIL then s = nil end
+      fail(def, s, (...))
+    end
+    return dispatch, boxed, ...
+  end
+  -- (state, is_call, message values...) -> dispatch, state[, reply...]
+  -- (lserve.c). The state is stored boxed (NIL for nil) and handed to
+  -- handlers unboxed.
+  dispatch = function(boxed, is_call, op, ...)
+    local s = boxed
     if s == NIL then s = nil end
-    local mod = def.mod
     if mod then
       local cur = loaded[mod]
-      if cur ~= def.fn and defs[cur] then return switch(def, defs[cur], s, is_call, op, ...) end
+      if cur ~= fn and defs[cur] then return switch(def, defs[cur], s, is_call, op, ...) end
     end
+    local ok, err
     if is_call then
       local h = call[op]
       if not h then fail(def, s, "unknown call: " .. tostring(op)) end
-      return after_call(def, s, pcall(h, s, ...))
-    end
-    if op == "EXIT" then
-      local from, reason = ...
-      if from == 0 or reason == "shutdown" then
-        terminate(def, s, reason)
-        exit(reason)
+      return answer(boxed, pcall(h, s, ...))
+    else
+      if op == "EXIT" then
+        local from, reason = ...
+        if from == 0 or reason == "shutdown" then
+          terminate(def, s, reason)
+          exit(reason)
+        end
       end
+      local h = cast[op]
+      if h then ok, err = pcall(h, s, ...)
+      elseif info then ok, err = pcall(info, s, op, ...)
+      else ok = true end
     end
-    local h = cast[op]
-    if h then return after(def, s, pcall(h, s, ...)) end
-    if info then return after(def, s, pcall(info, s, op, ...)) end
-    return def.dispatch, box(s)
+    if not ok then fail(def, s, err) end
+    return dispatch, boxed
   end
+  return dispatch
 end
 
 local function check(spec)
@@ -142,7 +153,7 @@ function M.define(spec)
     local s
     if init then s = init(...) else s = {} end
     local mod = serve(def.dispatch, box(s))
-    if mod and not def.mod then def.mod = mod end
+    if mod and not def.mod then def.bind(mod, actor) end
   end
   def.fn = actor
   defs[actor] = def
