@@ -23,39 +23,45 @@ local function loop(n)
 end
 
 local call = tycho.call
+-- Round trips per second of wall time, and per second of process CPU time
+-- (steadier on a loaded machine; both workers' CPU counts).
 local function rate(p)
-  local t0 = tycho.now()
+  local t0, c0 = tycho.now(), os.clock()
   local want = call(p, "add", 0)
   for _ = 1, N do
     local v = call(p, "add", 1)
     want = want + 1
     if v ~= want then error("server_call: expected " .. want .. ", got " .. tostring(v)) end
   end
-  return N / (tycho.now() - t0)
+  return N / (tycho.now() - t0), N / (os.clock() - c0)
 end
 
 local core = require "tycho.core"
 local function measure(w)
   local srv = core._spawn_at(w, "bench_server", 0)
   local hand = core._spawn_at(w, loop, 0)
-  local best_srv, best_hand = 0, 0
+  local best = { srv = 0, hand = 0, srv_cpu = 0, hand_cpu = 0 }
   for _ = 1, 2 do
-    best_hand = math.max(best_hand, rate(hand))
-    best_srv = math.max(best_srv, rate(srv))
+    local w, c = rate(hand)
+    best.hand, best.hand_cpu = math.max(best.hand, w), math.max(best.hand_cpu, c)
+    w, c = rate(srv)
+    best.srv, best.srv_cpu = math.max(best.srv, w), math.max(best.srv_cpu, c)
   end
   tycho.send(hand, "stop")
   tycho.kill(srv)
-  return best_srv, best_hand
+  return best
 end
 local me = core._worker()
 local other = tycho.stats().workers > 1 and (me == 1 and 2 or 1) or me
-local same_srv, same_hand = measure(me)
-local cross_srv, cross_hand = measure(other)
+local same = measure(me)
+local cross = measure(other)
 
-print(string.format("RESULT %.3f roundtrips/s", cross_srv))
+print(string.format("RESULT %.3f roundtrips/s", cross.srv))
 print(string.format("DETAIL cross_loop_per_s=%.0f cross_server_pct=%.1f%% same_server_per_s=%.0f"
-  .. " same_loop_per_s=%.0f same_server_pct=%.1f%%", cross_hand, 100 * cross_srv / cross_hand,
-  same_srv, same_hand, 100 * same_srv / same_hand))
+  .. " same_loop_per_s=%.0f same_server_pct=%.1f%% same_server_cpu_pct=%.1f%%"
+  .. " cross_server_cpu_pct=%.1f%%", cross.hand, 100 * cross.srv / cross.hand, same.srv, same.hand,
+  100 * same.srv / same.hand, 100 * same.srv_cpu / same.hand_cpu,
+  100 * cross.srv_cpu / cross.hand_cpu))
 print("NOTE tycho.call(server, 'add', 1): a tycho.server's call handler vs a recv/reply loop doing the same")
 io.stdout:flush()
 os.exit(0)

@@ -86,7 +86,7 @@ lt_actor *lt_actor_new(void) {
   memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
-  la->srv_fn = la->srv_state = LUA_NOREF;
+  la->srv_fn = la->srv_state = la->srv_err = LUA_NOREF;
   lt_mem_add(ACTOR_BYTES);
   return la;
 }

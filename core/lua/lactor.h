@@ -136,6 +136,7 @@ struct lt_actor {
    * its state (LUA_NOREF for other actors). Between messages it has no
    * coroutine: co is NULL and wait is LT_W_SERVE. */
   int srv_fn, srv_state;
+  int srv_err; /* a handler's error, reported to dispatch at the next run */
 };
 
 /* The charge of la's family: the actor's own (forks share it). */

@@ -11,10 +11,12 @@
  * resumes a coroutine whose function returned: it starts the function on
  * its stack) and runs dispatch(state, is_call, values...) there. A handler
  * that blocks (call, sleep, sockets) keeps that coroutine until it returns
- * `dispatch, state[, reply values]`: the first two replace the stored ones
- * (code change), the others answer the call here, in C (cheaper than a
- * tycho.reply from Lua). An error ends the actor as any actor's does; its
- * coroutine is then dropped, not pooled.
+ * `dispatch, state, pcall's results`: the first two replace the stored
+ * ones (code change); when the handler succeeded, its values answer the
+ * call here, in C (cheaper than a tycho.reply and a check in Lua). When it
+ * failed, the error goes back to dispatch at the next run, as
+ * dispatch(state, nil, err): terminate runs and the coroutine fails, ending
+ * the actor as any actor's error does (that coroutine is not pooled).
  */
 #include <stdio.h>
 #include <string.h>
@@ -81,7 +83,7 @@ static void co_give_back(lt_worker *lw, lt_actor *la) {
   co_add(lw, -1);
 }
 
-/* Answers the call the handler ran for with co[3..top]; false when the
+/* Answers the call the handler ran for with co[4..top]; false when the
  * values cannot be copied (the reason is in err). */
 static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
                        size_t errlen) {
@@ -92,7 +94,7 @@ static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
   ty__buf_reset(&lw->buf);
   bool remote = ty_pid_remote(lt_g.rt, o.to);
   lt_remote_encode = remote;
-  int r = ty__codec_encode(co, 3, lua_gettop(co) - 2, &lw->buf,
+  int r = ty__codec_encode(co, 4, lua_gettop(co) - 3, &lw->buf,
                            lt_g.max_message, err, errlen);
   lt_remote_encode = false;
   /* relaxed: written once by the cluster's start, before workers run. */
@@ -112,12 +114,23 @@ static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
 int lt_serve_idle(ty_actor *a, lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   lua_State *co = la->co;
-  /* A handler returns dispatch, state[, reply...] (the actor function after
-   * _serve returns nothing). Stored with rawseti: never nil (server.lua). */
-  if (lua_gettop(co) >= 2 && lua_isfunction(co, 1) && !lua_isnil(co, 2)) {
-    if (la->srv_call) {
+  /* A handler returns dispatch, state, ok, values | err (the actor function
+   * after _serve returns nothing). Stored with rawseti: never nil
+   * (server.lua). */
+  bool failed = false;
+  if (lua_gettop(co) >= 3 && lua_isfunction(co, 1) && !lua_isnil(co, 2)) {
+    failed = !lua_toboolean(co, 3);
+    bool call = la->srv_call;
+    la->srv_call = false;
+    if (failed) { /* kept for dispatch; the call stays owed ("dead") */
+      lua_settop(co, 4);
+      if (lua_isnil(co, 4)) {
+        lua_pop(co, 1);
+        lua_pushliteral(co, "nil");
+      }
+      la->srv_err = luaL_ref(co, LUA_REGISTRYINDEX);
+    } else if (call) {
       char err[256];
-      la->srv_call = false;
       if (!send_reply(lw, la, co, err, sizeof err)) {
         char reason[300];
         snprintf(reason, sizeof reason,
@@ -132,12 +145,26 @@ int lt_serve_idle(ty_actor *a, lt_actor *la) {
   co_give_back(lw, la);
   la->wait = LT_W_SERVE;
   /* A message that came while the handler ran would not wake it again. */
-  if (a->mbox.len) return TY_YIELD;
+  if (failed || a->mbox.len) return TY_YIELD;
   ty_actor_wait(a, -1, 0);
   return TY_WAIT;
 }
 
+/* A handler failed: dispatch(state, nil, err) runs terminate and fails. */
+static int wake_failed(lt_actor *la) {
+  co_take(lt_worker_get(), la);
+  lua_State *co = la->co;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_fn);
+  lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_state);
+  lua_pushnil(co);
+  lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_err);
+  luaL_unref(co, LUA_REGISTRYINDEX, la->srv_err);
+  la->srv_err = LUA_NOREF;
+  return 3;
+}
+
 int lt_serve_wake(ty_actor *a, lt_actor *la) {
+  if (la->srv_err != LUA_NOREF) return wake_failed(la);
   ty_msg *m = lt_take_msg(a);
   if (!m) {
     ty_actor_wait(a, -1, 0);
@@ -156,7 +183,8 @@ int lt_serve_wake(ty_actor *a, lt_actor *la) {
 void lt_serve_drop(lua_State *L, lt_actor *la) {
   luaL_unref(L, LUA_REGISTRYINDEX, la->srv_fn);
   luaL_unref(L, LUA_REGISTRYINDEX, la->srv_state);
-  la->srv_fn = la->srv_state = LUA_NOREF;
+  luaL_unref(L, LUA_REGISTRYINDEX, la->srv_err); /* LUA_NOREF: no-op */
+  la->srv_fn = la->srv_state = la->srv_err = LUA_NOREF;
 }
 
 /* tycho.core._serve(dispatch, state) -> module name | nil: the running

@@ -80,18 +80,10 @@ local function make_dispatch(def)
     def.mod, def.fn = m, f
     mod, fn = m, f
   end
-  -- A call's handler returned: its values are the reply, sent by the core.
-  local function answer(boxed, ok, ...)
-    if not ok then
-      local s = boxed
-      if s == NIL then s = nil end
-      fail(def, s, (...))
-    end
-    return dispatch, boxed, ...
-  end
-  -- (state, is_call, message values...) -> dispatch, state[, reply...]
-  -- (lserve.c). The state is stored boxed (NIL for nil) and handed to
-  -- handlers unboxed.
+  -- (state, is_call, message values...) -> dispatch, state, pcall's results
+  -- (lserve.c: a call's reply is sent by the core; a failure comes back as
+  -- (state, nil, err)). The state is stored boxed (NIL for nil) and handed
+  -- to handlers unboxed.
   dispatch = function(boxed, is_call, op, ...)
     local s = boxed
     if s == NIL then s = nil end
@@ -99,26 +91,24 @@ local function make_dispatch(def)
       local cur = loaded[mod]
       if cur ~= fn and defs[cur] then return switch(def, defs[cur], s, is_call, op, ...) end
     end
-    local ok, err
     if is_call then
       local h = call[op]
-      if not h then fail(def, s, "unknown call: " .. tostring(op)) end
-      return answer(boxed, pcall(h, s, ...))
-    else
-      if op == "EXIT" then
-        local from, reason = ...
-        if from == 0 or reason == "shutdown" then
-          terminate(def, s, reason)
-          exit(reason)
-        end
-      end
-      local h = cast[op]
-      if h then ok, err = pcall(h, s, ...)
-      elseif info then ok, err = pcall(info, s, op, ...)
-      else ok = true end
+      if h then return dispatch, boxed, pcall(h, s, ...) end
+      fail(def, s, "unknown call: " .. tostring(op))
+    elseif is_call == nil then -- a handler failed with op
+      fail(def, s, op)
     end
-    if not ok then fail(def, s, err) end
-    return dispatch, boxed
+    if op == "EXIT" then
+      local from, reason = ...
+      if from == 0 or reason == "shutdown" then
+        terminate(def, s, reason)
+        exit(reason)
+      end
+    end
+    local h = cast[op]
+    if h then return dispatch, boxed, pcall(h, s, ...) end
+    if info then return dispatch, boxed, pcall(info, s, op, ...) end
+    return dispatch, boxed, true
   end
   return dispatch
 end
