@@ -27,7 +27,8 @@ describe("tycho.server", function()
     assert.same({ 15 }, r)
   end)
 
-  it("call runs call[op] and replies with its values; cast runs cast[op]; the rest goes to info", function()
+  it("call runs call[op] and replies with its values; cast runs cast[op]; the rest: info",
+    function()
     local r = tycho.run(function()
       tycho.register("main")
       local p = tycho.spawn(S.MOD, 1)
@@ -54,7 +55,8 @@ describe("tycho.server", function()
     assert.same({ "tick" }, r.tick)
   end)
 
-  it("an unknown call op runs terminate, ends the server with it; the caller gets nil, 'dead'", function()
+  it("an unknown call op runs terminate, ends the server with it; the caller: nil, 'dead'",
+    function()
     local r = tycho.run(function()
       tycho.register("main")
       local p = tycho.spawn(S.MOD, 4)
@@ -73,7 +75,8 @@ describe("tycho.server", function()
     assert.matches("unknown call: nope", r.reason, 1, true)
   end)
 
-  it("an error in a call or cast handler runs terminate(s, err) and is the reason monitors see", function()
+  it("an error in a call or cast handler runs terminate(s, err), the reason monitors see",
+    function()
     local r = tycho.run(function()
       tycho.register("main")
       local out = {}
@@ -96,6 +99,20 @@ describe("tycho.server", function()
     assert.matches("cast boom", r.cterm, 1, true)
     assert.matches("cast boom", r.creason, 1, true)
     assert.is_nil(r.after[1])
+  end)
+
+  it("a reply that cannot be copied ends the server; a call may return nothing", function()
+    local r = tycho.run(function()
+      local p = tycho.spawn(S.MOD, 1)
+      local out = { nothing = select("#", tycho.call(p, "nothing")) }
+      tycho.monitor(p)
+      out.fn = { tycho.call(p, "fn") }
+      out.reason = select(2, S.recv_tag("DOWN"))
+      return out
+    end)
+    assert.equal(0, r.nothing)
+    assert.same({ nil, "dead" }, { r.fn[1], r.fn[2] })
+    assert.matches("tycho.server: the reply cannot be copied", r.reason, 1, true)
   end)
 
   it("a handler may block (sleep, call); messages wait, in order, until it returns", function()
@@ -185,7 +202,8 @@ describe("tycho.server", function()
     assert.equal("shutdown", r.why)
   end)
 
-  it("('EXIT', 0, 'shutdown') runs terminate and ends it with 'shutdown'; other EXITs go to info", function()
+  it("('EXIT', 0, 'shutdown') runs terminate, ends it with 'shutdown'; other EXITs: info",
+    function()
     local r = tycho.run(function()
       tycho.register("main")
       local p = tycho.spawn(S.MOD, 3)

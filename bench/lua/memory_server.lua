@@ -35,10 +35,12 @@ local rss1 = rss_bytes()
 local st1 = tycho.stats()
 
 print(string.format("RESULT %.1f bytes/server", (rss1 - rss0) / N))
-print(string.format("DETAIL lua_bytes_per_server=%.1f c_bytes_per_server=%.1f coroutines=%d servers=%d",
+print(string.format(
+  "DETAIL lua_bytes_per_server=%.1f c_bytes_per_server=%.1f coroutines=%d servers=%d",
   (st1.lua_memory - st0.lua_memory) / N,
   ((st1.memory - st0.memory) - (st1.lua_memory - st0.lua_memory)) / N,
   st1.coroutines, st1.actors - 1))
-print("NOTE RSS delta / N; lua_bytes from tycho.stats().lua_memory (the workers' heaps), c_bytes from its memory (actor records)")
+print("NOTE RSS delta / N; lua_bytes from tycho.stats().lua_memory (the workers' heaps),"
+  .. " c_bytes from its memory (actor records)")
 io.stdout:flush()
 os.exit(0)

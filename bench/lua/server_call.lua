@@ -42,10 +42,10 @@ local function measure(w)
   local hand = core._spawn_at(w, loop, 0)
   local best = { srv = 0, hand = 0, srv_cpu = 0, hand_cpu = 0 }
   for _ = 1, 2 do
-    local w, c = rate(hand)
-    best.hand, best.hand_cpu = math.max(best.hand, w), math.max(best.hand_cpu, c)
-    w, c = rate(srv)
-    best.srv, best.srv_cpu = math.max(best.srv, w), math.max(best.srv_cpu, c)
+    local r, c = rate(hand)
+    best.hand, best.hand_cpu = math.max(best.hand, r), math.max(best.hand_cpu, c)
+    r, c = rate(srv)
+    best.srv, best.srv_cpu = math.max(best.srv, r), math.max(best.srv_cpu, c)
   end
   tycho.send(hand, "stop")
   tycho.kill(srv)
@@ -62,6 +62,7 @@ print(string.format("DETAIL cross_loop_per_s=%.0f cross_server_pct=%.1f%% same_s
   .. " cross_server_cpu_pct=%.1f%%", cross.hand, 100 * cross.srv / cross.hand, same.srv, same.hand,
   100 * same.srv / same.hand, 100 * same.srv_cpu / same.hand_cpu,
   100 * cross.srv_cpu / cross.hand_cpu))
-print("NOTE tycho.call(server, 'add', 1): a tycho.server's call handler vs a recv/reply loop doing the same")
+print("NOTE tycho.call(server, 'add', 1): a tycho.server's call handler"
+  .. " vs a recv/reply loop doing the same")
 io.stdout:flush()
 os.exit(0)

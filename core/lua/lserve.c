@@ -18,9 +18,9 @@
  * dispatch(state, nil, err): terminate runs and the coroutine fails, ending
  * the actor as any actor's error does (that coroutine is not pooled).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <stdatomic.h>
 
 #include "lactor.h"
 #include "lapi.h"
@@ -34,18 +34,18 @@ static _Atomic int64_t co_live[TY_MAX_WORKERS];
 
 static inline void co_add(lt_worker *lw, int delta) {
   _Atomic int64_t *c = &co_live[lw->id];
-  atomic_store_explicit(
-      c, atomic_load_explicit(c, memory_order_relaxed) + delta,
-      memory_order_relaxed);
+  atomic_store_explicit(c,
+                        atomic_load_explicit(c, memory_order_relaxed) + delta,
+                        memory_order_relaxed);
 }
 
 void lt_co_count(int delta) {
   lt_worker *lw = lt_worker_get();
   if (!lw || !lw->w) return;
   _Atomic int64_t *c = &co_live[ty_worker_id(lw->w)];
-  atomic_store_explicit(
-      c, atomic_load_explicit(c, memory_order_relaxed) + delta,
-      memory_order_relaxed);
+  atomic_store_explicit(c,
+                        atomic_load_explicit(c, memory_order_relaxed) + delta,
+                        memory_order_relaxed);
 }
 
 int64_t lt_co_live(unsigned workers) {

@@ -2,7 +2,6 @@
 -- store, persisted to a file, stats in the log every 10 s.
 --   build/bin/tycho examples/kv/main.lua [port] [file] [stats_seconds]
 --   curl -X PUT -d '{"a":1}' http://127.0.0.1:8080/kv/x ; curl http://127.0.0.1:8080/kv/x
-local tycho = require "tycho"
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = dir .. "?.lua;" .. package.path
 
