@@ -11,9 +11,9 @@
  * resumes a coroutine whose function returned: it starts the function on
  * its stack) and runs dispatch(state, is_call, values...) there. A handler
  * that blocks (call, sleep, sockets) keeps that coroutine until it returns
- * `dispatch, state, pcall's results`: the first two replace the stored
- * ones (code change); when the handler succeeded, its values answer the
- * call here, in C (cheaper than a tycho.reply and a check in Lua). When it
+ * its handler's pcall results: when the handler succeeded, its values
+ * answer the call here, in C (cheaper than a tycho.reply and a check in
+ * Lua). A code change replaces dispatch and state with _serve_set. When it
  * failed, the error goes back to dispatch at the next run, as
  * dispatch(state, nil, err): terminate runs and the coroutine fails, ending
  * the actor as any actor's error does (that coroutine is not pooled).
@@ -83,7 +83,7 @@ static void co_give_back(lt_worker *lw, lt_actor *la) {
   co_add(lw, -1);
 }
 
-/* Answers the call the handler ran for with co[4..top]; false when the
+/* Answers the call the handler ran for with co[2..top]; false when the
  * values cannot be copied (the reason is in err). */
 static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
                        size_t errlen) {
@@ -94,7 +94,7 @@ static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
   ty__buf_reset(&lw->buf);
   bool remote = ty_pid_remote(lt_g.rt, o.to);
   lt_remote_encode = remote;
-  int r = ty__codec_encode(co, 4, lua_gettop(co) - 3, &lw->buf,
+  int r = ty__codec_encode(co, 2, lua_gettop(co) - 1, &lw->buf,
                            lt_g.max_message, err, errlen);
   lt_remote_encode = false;
   /* relaxed: written once by the cluster's start, before workers run. */
@@ -114,17 +114,16 @@ static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
 int lt_serve_idle(ty_actor *a, lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   lua_State *co = la->co;
-  /* A handler returns dispatch, state, ok, values | err (the actor function
-   * after _serve returns nothing). Stored with rawseti: never nil
-   * (server.lua). */
+  /* dispatch returns ok, values | err (the actor function after _serve
+   * returns nothing). */
   bool failed = false;
-  if (lua_gettop(co) >= 3 && lua_isfunction(co, 1) && !lua_isnil(co, 2)) {
-    failed = !lua_toboolean(co, 3);
+  if (lua_gettop(co) >= 1 && lua_type(co, 1) == LUA_TBOOLEAN) {
+    failed = !lua_toboolean(co, 1);
     bool call = la->srv_call;
     la->srv_call = false;
     if (failed) { /* kept for dispatch; the call stays owed ("dead") */
-      lua_settop(co, 4);
-      if (lua_isnil(co, 4)) {
+      lua_settop(co, 2);
+      if (lua_isnil(co, 2)) {
         lua_pop(co, 1);
         lua_pushliteral(co, "nil");
       }
@@ -138,9 +137,6 @@ int lt_serve_idle(ty_actor *a, lt_actor *la) {
         return lt_die_now(a, la, reason, strlen(reason));
       }
     }
-    lua_settop(co, 2);
-    lua_rawseti(co, LUA_REGISTRYINDEX, la->srv_state);
-    lua_rawseti(co, LUA_REGISTRYINDEX, la->srv_fn);
   }
   co_give_back(lw, la);
   la->wait = LT_W_SERVE;
@@ -209,6 +205,22 @@ static int l_serve(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {{"_serve", l_serve}, {NULL, NULL}};
+/* tycho.core._serve_set(dispatch, state): a code change (server.lua). */
+static int l_serve_set(lua_State *L) {
+  lt_cur c = lt_current(L, "server");
+  if (c.la->srv_fn == LUA_NOREF)
+    return luaL_error(L, "tycho.server: this actor is not a server");
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (lua_isnoneornil(L, 2))
+    return luaL_error(L, "tycho.server: the state cannot be nil");
+  lua_settop(L, 2);
+  lua_rawseti(L, LUA_REGISTRYINDEX, c.la->srv_state);
+  lua_rawseti(L, LUA_REGISTRYINDEX, c.la->srv_fn);
+  return 0;
+}
+
+static const luaL_Reg funcs[] = {{"_serve", l_serve},
+                                 {"_serve_set", l_serve_set},
+                                 {NULL, NULL}};
 
 void lt_open_serve(lua_State *L) { luaL_register(L, NULL, funcs); }

@@ -35,7 +35,7 @@ local core = require "tycho.core"
 local M = {}
 
 local loaded = package.loaded
-local exit, serve = core.exit, core._serve
+local exit, serve, serve_set = core.exit, core._serve, core._serve_set
 local defs = setmetatable({}, { __mode = "k" }) -- actor function -> definition
 -- init may return nil; the core keeps no nil (lserve.c), so this stands in.
 local NIL = setmetatable({}, { __tostring = function() return "tycho.server: nil state" end })
@@ -68,6 +68,7 @@ local function switch(old, new, s, ...)
     if not ok then fail(new, s, ns) end
     s = ns
   end
+  serve_set(new.dispatch, box(s)) -- what the core runs from now on
   return new.dispatch(box(s), ...)
 end
 
@@ -80,10 +81,10 @@ local function make_dispatch(def)
     def.mod, def.fn = m, f
     mod, fn = m, f
   end
-  -- (state, is_call, message values...) -> dispatch, state, pcall's results
-  -- (lserve.c: a call's reply is sent by the core; a failure comes back as
-  -- (state, nil, err)). The state is stored boxed (NIL for nil) and handed
-  -- to handlers unboxed.
+  -- (state, is_call, message values...) -> pcall's results (lserve.c: a
+  -- call's reply is sent by the core; a failure comes back as (state, nil,
+  -- err)). The state is stored boxed (NIL for nil) and handed to handlers
+  -- unboxed.
   dispatch = function(boxed, is_call, op, ...)
     local s = boxed
     if s == NIL then s = nil end
@@ -93,7 +94,7 @@ local function make_dispatch(def)
     end
     if is_call then
       local h = call[op]
-      if h then return dispatch, boxed, pcall(h, s, ...) end
+      if h then return pcall(h, s, ...) end
       fail(def, s, "unknown call: " .. tostring(op))
     elseif is_call == nil then -- a handler failed with op
       fail(def, s, op)
@@ -106,9 +107,9 @@ local function make_dispatch(def)
       end
     end
     local h = cast[op]
-    if h then return dispatch, boxed, pcall(h, s, ...) end
-    if info then return dispatch, boxed, pcall(info, s, op, ...) end
-    return dispatch, boxed, true
+    if h then return pcall(h, s, ...) end
+    if info then return pcall(info, s, op, ...) end
+    return true
   end
   return dispatch
 end
