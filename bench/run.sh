@@ -47,6 +47,10 @@ PEER_VARIANTS=${PEER_VARIANTS:-"spawn_msg pingpong_oneshot"}
 WORKLOADS="spawn pingpong ring skew timers memory processes"
 C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
 LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w>.lua
+# tycho.server (bench/lua/<w>.lua): bytes per idle server; call round trips
+# against a recv/reply loop. Ours only: the peers have no gen_server
+# workload (/work/shared/peers/erlang/bench.erl), so they are not asked.
+SERVER_LUA_WORKLOADS="memory_server server_call"
 SERVER_WORKLOADS="http https http_client cluster"   # https, http_client: bench/net.sh
 
 BUILD=${BUILD:-build}
@@ -389,7 +393,7 @@ if [ -n "${TABLE_FROM:-}" ]; then
 fi
 
 for w in $BENCH; do
-    in_list "$w" "$WORKLOADS $SERVER_WORKLOADS" ||
+    in_list "$w" "$WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS" ||
         echo "# tycho: no workload '$w' (known: $WORKLOADS; peers may still run it)"
 done
 if [ ! -x "$CBENCH" ] || [ ! -x "$TYCHO" ]; then
@@ -404,8 +408,11 @@ if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
     out "# warning: the 1-minute load is $load on $(nproc) CPUs: numbers will be noisy"
 fi
 
-for w in $WORKLOADS $SERVER_WORKLOADS; do
+for w in $WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS; do
     want "$w" || continue
+    if in_list "$w" "$SERVER_LUA_WORKLOADS"; then
+        bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"; continue
+    fi
     if [ "$w" = http ]; then run_http; continue; fi
     if [ "$w" = https ]; then run_https; continue; fi
     if [ "$w" = http_client ]; then run_http_client; continue; fi

@@ -47,6 +47,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_child(L);
   lt_open_timer(L);
   lt_open_log(L);
+  lt_open_serve(L);
   lt_open_preload(L);
   lt_open_observe(L);
   lt_open_net(L);

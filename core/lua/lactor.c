@@ -87,6 +87,7 @@ lt_actor *lt_actor_new(void) {
   memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
+  la->srv_fn = la->srv_state = la->srv_err = LUA_NOREF;
   lt_mem_add(ACTOR_BYTES);
   return la;
 }
@@ -266,6 +267,7 @@ static int start_actor(lt_actor *la) {
   lua_State *co = lua_newthread(L);
   la->co = co;
   la->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lt_co_count(1);
   if (la->fn_kind == LT_FN_REF) return push_fork_function(L, la, co);
   char err[256];
   if (la->fn_kind != LT_FN_FILE) {
@@ -321,7 +323,7 @@ ty_msg *lt_take_msg(ty_actor *a) {
 static int rewait(ty_actor *a, lt_actor *la, uint64_t ref) {
   int64_t left = -1;
   if (la->deadline_ns) {
-    uint64_t now = ty__now_ns();
+    uint64_t now = ty_runtime_now_ns(lt_g.rt); /* virtual time too */
     left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
   }
   ty_actor_wait(a, left, ref);
@@ -348,7 +350,7 @@ static int decode_into(lua_State *co, ty_msg *m) {
 /* Decodes m onto L and frees it. A decode can raise (out of memory, or a
  * __gc metamethod run by the collector): la->inflight lets whoever catches
  * that free m. */
-static int decode_msg(lua_State *L, lt_actor *la, ty_msg *m) {
+int lt_decode_msg(lua_State *L, lt_actor *la, ty_msg *m) {
   la->inflight = m;
   int n = decode_into(L, m);
   la->inflight = NULL;
@@ -366,7 +368,7 @@ static int wake_recv(lua_State *L, ty_actor *a, lt_actor *la) {
   }
   if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
   ty_pid from = m->from;
-  int n = decode_msg(L, la, m);
+  int n = lt_decode_msg(L, la, m);
   if (ty__unlikely(la->trace & LT_TR_RECV)) lt_trace_in(L, la, from, n);
   return n;
 }
@@ -377,7 +379,7 @@ static int wake_call(lua_State *L, ty_actor *a, lt_actor *la) {
   ty_msg *m = ty_actor_take_awaited(a);
   if (m && m->ref == la->call_ref &&
       (m->kind == LT_REPLY || m->kind == LT_REPLY_ERR)) {
-    if (m->kind == LT_REPLY) return decode_msg(L, la, m);
+    if (m->kind == LT_REPLY) return lt_decode_msg(L, la, m);
     la->inflight = m;
     lua_pushnil(L);
     lua_pushlstring(L, m->data, m->len);
@@ -439,6 +441,9 @@ static int run(ty_actor *a, lt_actor *la, lt_worker *lw) {
     la->flag = ty_worker_flag(ty_worker_current());
     nargs = start_actor(la);
     if (nargs < 0) return RUN_START_FAILED;
+  } else if (la->wait == LT_W_SERVE) {
+    nargs = lt_serve_wake(a, la);
+    if (nargs < 0) return RUN_WAIT;
   } else {
     nargs = wake_args(la->co, a, la);
     if (nargs < 0) return RUN_WAIT;
@@ -492,7 +497,8 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
   if (st == RUN_START_FAILED) return lt_on_error(a, la);
   if (la->exit_reason) return lt_exited(a, la);
   if (st == LUA_YIELD) return after_yield(a, la);
-  if (st == 0) return lt_on_return(a, la);
+  if (st == 0)
+    return la->srv_fn != LUA_NOREF ? lt_serve_idle(a, la) : lt_on_return(a, la);
   return lt_on_error(a, la);
 }
 

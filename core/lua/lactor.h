@@ -51,7 +51,8 @@ enum {
   LT_W_SLEEP,
   LT_W_YIELD,
   LT_W_EXT,
-  LT_W_FULL
+  LT_W_FULL,
+  LT_W_SERVE /* a tycho.server between messages: no coroutine (lserve.c) */
 };
 
 typedef struct lt_actor lt_actor;
@@ -100,6 +101,7 @@ struct lt_actor {
    * tested by every send, recv, call and spawn, so it sits here, in the
    * record's first line (it fills padding). */
   uint8_t trace;
+  bool srv_call; /* a server's handler runs for a call (lserve.c) */
   char *spawn; /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...};
@@ -140,6 +142,11 @@ struct lt_actor {
    * tracer of tycho.trace (0: the log). */
   uint64_t ticks;
   ty_pid trace_to;
+  /* A tycho.server (lserve.c): registry refs of its dispatch function and
+   * its state (LUA_NOREF for other actors). Between messages it has no
+   * coroutine: co is NULL and wait is LT_W_SERVE. */
+  int srv_fn, srv_state;
+  int srv_err; /* a handler's error, reported to dispatch at the next run */
 };
 
 /* The charge of la's family: the actor's own (forks share it). */
@@ -189,9 +196,28 @@ lt_actor *lt_forks_orphan(lt_actor *la);
 /* Takes the first ordinary message (send or call) out of a's mailbox,
  * leaving signals in place and dropping late replies; NULL if none. */
 ty_msg *lt_take_msg(ty_actor *a);
+/* Decodes m onto L and frees it (la->inflight covers a decode that
+ * raises); returns the count of values pushed. */
+int lt_decode_msg(lua_State *L, lt_actor *la, ty_msg *m);
 /* Resources an actor owns (lt_res_remove is safe to call twice). */
 void lt_res_add(lt_actor *la, lt_res *r);
 void lt_res_remove(lt_actor *la, lt_res *r);
+
+/* ---- lserve.c ----------------------------------------------------------- */
+
+/* A server's coroutine returned (the actor function after tycho.core._serve,
+ * or a handler): keeps what the handler returned, gives the coroutine back
+ * to the worker's pool and waits for the next message (TY_WAIT / TY_YIELD). */
+int lt_serve_idle(ty_actor *a, lt_actor *la);
+/* A message may have come for an idle server: takes a coroutine and pushes
+ * dispatch, state, is_call and the message's values; returns nargs, or -1
+ * (nothing to run: the wait is re-armed). */
+int lt_serve_wake(ty_actor *a, lt_actor *la);
+/* A new actor coroutine (start) / an actor's coroutine is dropped (end):
+ * counted per worker for tycho.stats().coroutines. */
+void lt_co_count(int delta);
+/* Drops la's server refs (at its destruction, on its worker). */
+void lt_serve_drop(lua_State *L, lt_actor *la);
 
 /* ---- lpreempt.c --------------------------------------------------------- */
 

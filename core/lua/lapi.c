@@ -288,7 +288,8 @@ static int l_send(lua_State *L) {
 
 void lt_wait_for(lt_cur c, int what, int64_t timeout_ns, uint64_t ref) {
   c.la->wait = (uint8_t)what;
-  c.la->deadline_ns = timeout_ns >= 0 ? ty__now_ns() + timeout_ns : 0;
+  c.la->deadline_ns =
+      timeout_ns >= 0 ? ty_runtime_now_ns(lt_g.rt) + timeout_ns : 0;
   ty_actor_wait(c.a, timeout_ns, ref);
 }
 

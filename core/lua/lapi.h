@@ -70,6 +70,11 @@ void lt_open_api(lua_State *L);
 void lt_open_proc(lua_State *L);
 void lt_open_child(lua_State *L); /* lchild.c: supervisors' spawns */
 void lt_open_timer(lua_State *L); /* ltimer.c: send_after, interval */
+/* tycho.now(): seconds, virtual under tycho.test.clock (ltimer.c). */
+double lt_now_s(void);
 void lt_open_log(lua_State *L);   /* llog.c: tycho.log's C half */
+void lt_open_serve(lua_State *L); /* lserve.c: tycho.server's C half */
+/* Actor coroutines alive on the first `workers` workers (lserve.c). */
+int64_t lt_co_live(unsigned workers);
 
 #endif

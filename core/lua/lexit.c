@@ -294,7 +294,10 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
   if (w && la->co_ref != LUA_NOREF) {
     lt_worker *lw = ty_worker_data(w);
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
+    lt_co_count(-1);
   }
+  if (w && la->srv_fn != LUA_NOREF)
+    lt_serve_drop(((lt_worker *)ty_worker_data(w))->L, la);
   if (w && la->fn_ref != LUA_NOREF) {
     lt_worker *lw = ty_worker_data(w);
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);

@@ -381,6 +381,12 @@ static void bc_origin(const uint8_t *p, const uint8_t *end, char *buf,
   snprintf(buf, n, "%.*s:%llu", nlen, name, (unsigned long long)firstline);
 }
 
+const char *lt_fn_name(const lt_fn *f, size_t *len) {
+  if (f->kind != LT_FN_MODULE) return NULL;
+  *len = f->len;
+  return f->bytes;
+}
+
 void lt_fn_origin(const lt_fn *f, char *buf, size_t n) {
   if (n) *buf = 0;
   if (f->kind == LT_FN_MODULE) {

@@ -47,6 +47,8 @@ void lt_fn_origin(const lt_fn *f, char *buf, size_t n);
 /* A blob's id (> 0), valid for the run: a function as a plain number, for
  * specs that travel in messages; lt_fn_by_id turns it back (NULL for any
  * number that names no blob). */
+/* The module name of a blob spawned by name (LT_FN_MODULE), else NULL. */
+const char *lt_fn_name(const lt_fn *f, size_t *len);
 uint32_t lt_fn_id(const lt_fn *f);
 int lt_fn_kind(const lt_fn *f); /* LT_FN_BYTECODE or LT_FN_MODULE */
 lt_fn *lt_fn_by_id(double id);

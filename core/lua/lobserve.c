@@ -85,6 +85,7 @@ static const char *const status_name[] = {"running", "waiting", "call", "io",
 static int status_of(const lt_actor *la) {
   switch (la->wait) {
   case LT_W_RECV:
+  case LT_W_SERVE: /* an idle tycho.server: waits for its next message */
   case LT_W_SLEEP: return ST_WAITING;
   case LT_W_CALL: return la->call_to ? ST_CALL : ST_POOL; /* pool: no pid */
   case LT_W_EXT: return ST_IO;

@@ -34,7 +34,7 @@ static int l_yield(lua_State *L) {
 }
 
 static int l_now(lua_State *L) {
-  lua_pushnumber(L, ty__now_ns() * 1e-9);
+  lua_pushnumber(L, lt_now_s()); /* virtual under tycho.test.clock */
   return 1;
 }
 
@@ -286,6 +286,9 @@ static int l_stats(lua_State *L) {
 #undef SETT
   lua_pushnumber(L, n);
   lua_setfield(L, -2, "workers");
+  /* Coroutines held by actors: an idle tycho.server holds none. */
+  lua_pushnumber(L, (lua_Number)lt_co_live(n));
+  lua_setfield(L, -2, "coroutines");
   /* Log events dropped because the log's queue was full (process-wide). */
   lua_pushnumber(L, (lua_Number)ty__log_dropped());
   lua_setfield(L, -2, "log_dropped");

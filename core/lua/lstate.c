@@ -262,6 +262,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   lw->L = t_borrow ? t_borrow : luaL_newstate();
   if (!lw->L) ty__die("cannot create a Lua state");
   lw->w = w;
+  lw->id = ty_worker_id(w);
   lw->flag = ty_worker_flag(w);
   atomic_init(&lw->deny, 0);
   if (t_borrow) borrow_state(lw);
@@ -322,6 +323,11 @@ void lt_state_exit(ty_worker *w, void *ud) {
     if (f) f();
   }
   lt_gc_final(lw->L);
+  /* The pooled coroutines of servers (lserve.c) go with a closed state;
+   * a borrowed one keeps no registry slot of ours. */
+  for (int i = 0; lw->borrowed && i < lw->ncopool; i++)
+    luaL_unref(lw->L, LUA_REGISTRYINDEX, lw->copool[i].ref);
+  lw->ncopool = 0;
   if (lw->borrowed) give_back_state(lw);
   lt_mem_detach(lw->L, &lw->heap);
   if (!lw->borrowed) lua_close(lw->L);

@@ -12,6 +12,8 @@
 #include "lmem.h"
 #include "sched/ty.h"
 
+#define LT_COPOOL 32 /* coroutines kept per worker for servers' handlers */
+
 typedef struct lt_worker {
   lua_State *L;
   ty_worker *w;
@@ -38,6 +40,14 @@ typedef struct lt_worker {
   _Atomic uint64_t *busy; /* ticks spent in resumes (lobserve.h) */
   uint32_t sample_left;   /* resumes until the next timed one (lobserve.h) */
   uint32_t sample_rng;
+  /* Coroutines that returned, kept for the next message of a tycho.server
+   * (lserve.c): the thread and its registry ref. */
+  struct {
+    lua_State *co;
+    int ref;
+  } copool[LT_COPOOL];
+  int ncopool;
+  unsigned id; /* the worker's index (ty_worker_id) */
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */

@@ -95,9 +95,69 @@ int lt_timer_due(ty_msg *m, ty_worker *w, void *ud) {
   return m->to ? 0 : -1;
 }
 
+/* ---- virtual time (tycho.test.clock, lua/tycho/test.lua) ----------------- */
+
+/* tycho.now() under virtual time: the real time of the switch plus the
+ * virtual time passed since. Written by the switching actor before the
+ * runtime's flag (a release store) that readers check first. */
+static uint64_t clock_real0, clock_virt0;
+
+double lt_now_s(void) {
+  ty_runtime *rt = lt_g.rt;
+  if (rt && ty_runtime_is_virtual(rt))
+    return (double)(clock_real0 + (ty_runtime_now_ns(rt) - clock_virt0)) * 1e-9;
+  return (double)ty__now_ns() * 1e-9;
+}
+
+static int l_clock_virtual(lua_State *L) {
+  lt_current(L, "test.clock");
+  if (!ty_runtime_is_virtual(lt_g.rt)) {
+    clock_real0 = ty__now_ns();
+    clock_virt0 = ty_runtime_now_ns(lt_g.rt);
+    ty_runtime_virtual(lt_g.rt);
+  }
+  return 0;
+}
+
+/* _clock_advance(seconds) -> the virtual time to wait for (ns, a number) */
+static int l_clock_advance(lua_State *L) {
+  lt_current(L, "test.clock");
+  lua_Number s = luaL_checknumber(L, 1);
+  if (!(s >= 0) || s > 1e9)
+    return luaL_error(L, "clock:advance: seconds must be >= 0, got %f", s);
+  if (!ty_runtime_is_virtual(lt_g.rt))
+    return luaL_error(L, "clock:advance: the runtime is not on virtual time");
+  lua_pushnumber(L, (lua_Number)ty_runtime_advance(lt_g.rt,
+                                                   (uint64_t)(s * 1e9 + 0.5)));
+  return 1;
+}
+
+/* _clock_fired(ns) -> true once every worker fired its timers up to ns */
+static int l_clock_fired(lua_State *L) {
+  lt_current(L, "test.clock");
+  lua_Number v = luaL_checknumber(L, 1);
+  lua_pushboolean(L, ty_runtime_fired(lt_g.rt, (uint64_t)v));
+  return 1;
+}
+
+static int l_clock_is_virtual(lua_State *L) {
+  lua_pushboolean(L, lt_g.rt && ty_runtime_is_virtual(lt_g.rt));
+  return 1;
+}
+
+static int l_clock_real(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)ty__now_ns() * 1e-9);
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {{"send_after", l_send_after},
                                  {"interval", l_interval},
                                  {"cancel", l_cancel},
+                                 {"_clock_virtual", l_clock_virtual},
+                                 {"_clock_advance", l_clock_advance},
+                                 {"_clock_fired", l_clock_fired},
+                                 {"_clock_is_virtual", l_clock_is_virtual},
+                                 {"_clock_real", l_clock_real},
                                  {NULL, NULL}};
 
 void lt_open_timer(lua_State *L) { luaL_register(L, NULL, funcs); }

@@ -366,7 +366,12 @@ bool ty_actor_timed_out(const ty_actor *a) {
 bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
   ty__timer *t = ty__wheel_poll(&w->wheel, now_ns / 1000000);
   bool any = t != NULL, sent = false;
-  while (t) {
+  /* Under virtual time an interval is filed again at its next instant even
+   * when that is due too (mtimer.c): poll until nothing is left. */
+  bool again = ty_runtime_is_virtual(w->rt);
+  for (;;) {
+    if (!t && again && any) t = ty__wheel_poll(&w->wheel, now_ns / 1000000);
+    if (!t) break;
     ty__timer *next = t->next; /* before a message timer is filed again */
     if (t->kind == TY__TIMER_MSG) {
       ty__mtimer_fire(w, t, now_ns);

@@ -10,6 +10,7 @@
 #include "worker.h"
 
 #define OVERFLOW_PARK_NS 100000 /* re-try a full ring this often when idle */
+#define VIRTUAL_PARK_NS 1000000 /* under virtual time: look at it this often */
 
 void ty__notify_parked(ty_runtime *rt) {
   TY_CHAOS();
@@ -69,6 +70,9 @@ static int64_t park_timeout(ty_worker *w) {
     t = at > now ? (int64_t)(at - now) : 0;
   }
   if (w->overflowing && (t < 0 || t > OVERFLOW_PARK_NS)) t = OVERFLOW_PARK_NS;
+  /* Virtual time moves only by ty_runtime_advance, which may miss a worker
+   * on its way to park: look again every ms (a mode for specs only). */
+  if (ty_runtime_is_virtual(w->rt)) t = VIRTUAL_PARK_NS;
   return t;
 }
 

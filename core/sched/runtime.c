@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "runtime.h"
+#include "worker.h"
 
 void ty_config_init(ty_config *c) {
   memset(c, 0, sizeof *c);
@@ -124,7 +125,51 @@ fail_mesh:
 unsigned ty_runtime_workers(const ty_runtime *rt) { return rt->n; }
 void *ty_runtime_userdata(const ty_runtime *rt) { return rt->ud; }
 uint64_t ty_runtime_now_ns(const ty_runtime *rt) {
+  /* relaxed: the flag is set once, before any advance; acquire on vnow
+   * pairs with the advancing thread's release (a worker that sees the new
+   * time sees it whole). */
+  if (atomic_load_explicit(&rt->virt, memory_order_relaxed))
+    return atomic_load_explicit(&rt->vnow, memory_order_acquire);
   return ty__now_ns() - rt->t0_ns;
+}
+
+bool ty_runtime_is_virtual(const ty_runtime *rt) {
+  /* relaxed: a mode flag; the times themselves are ordered through vnow. */
+  return atomic_load_explicit(&rt->virt, memory_order_relaxed);
+}
+
+void ty_runtime_virtual(ty_runtime *rt) {
+  if (ty_runtime_is_virtual(rt)) return;
+  /* release: vnow is published before the flag that makes workers read it;
+   * seq_cst on the flag is not needed: a worker that still reads the real
+   * clock once more reads a time just before vnow. */
+  /* On a whole ms: timers are filed in ms, rounded up, so that a timer of
+   * whole seconds falls due exactly when that many seconds are advanced. */
+  uint64_t now = ty__now_ns() - rt->t0_ns;
+  atomic_store_explicit(&rt->vnow, (now / 1000000 + 1) * 1000000,
+                        memory_order_release);
+  atomic_store_explicit(&rt->virt, true, memory_order_release);
+}
+
+uint64_t ty_runtime_advance(ty_runtime *rt, uint64_t ns) {
+  /* acq_rel: one advancing thread at a time in practice; the RMW keeps two
+   * from losing a step. Release pairs with the workers' acquire load. */
+  uint64_t to =
+      atomic_fetch_add_explicit(&rt->vnow, ns, memory_order_acq_rel) + ns;
+  /* Parked workers wake now (the others re-check within a ms: park.c). */
+  atomic_thread_fence(memory_order_seq_cst);
+  for (unsigned i = 0; i < rt->n; i++) ty__worker_unpark(&rt->workers[i]);
+  return to;
+}
+
+bool ty_runtime_fired(const ty_runtime *rt, uint64_t ns) {
+  for (unsigned i = 0; i < rt->n; i++)
+    /* acquire: pairs with the owner's release after it fired its timers:
+     * the messages they sent are published before. */
+    if (atomic_load_explicit(&rt->workers[i].fired_ns, memory_order_acquire) <
+        ns)
+      return false;
+  return true;
 }
 
 /* ---- actors and messages ------------------------------------------------ */

@@ -163,6 +163,10 @@ struct ty_worker {
   alignas(TY_PAD) ty__inject inbox;      /* messages from non-worker threads */
   ty__stats stats;
   ty__wd wd;
+  /* Virtual time (ty_runtime_advance): the runtime time up to which this
+   * worker has fired its timers. Owner-written with a release store, read
+   * by the advancing thread with acquire. */
+  _Atomic uint64_t fired_ns;
 };
 
 /*
@@ -188,6 +192,10 @@ struct ty_runtime {
   void *ud;
   unsigned n;
   uint64_t t0_ns;
+  /* Virtual time for specs (ty_runtime_virtual): when `virt` is set, the
+   * runtime's time is vnow, moved only by ty_runtime_advance. */
+  _Atomic bool virt;
+  _Atomic uint64_t vnow;
   ty_worker *workers; /* [n], each cache-aligned */
   ty__mesh mesh;
   ty__inject inject;

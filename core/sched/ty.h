@@ -249,6 +249,15 @@ unsigned ty_runtime_workers(const ty_runtime *rt);
 void *ty_runtime_userdata(const ty_runtime *rt);
 /* Monotonic nanoseconds since the runtime was created. */
 uint64_t ty_runtime_now_ns(const ty_runtime *rt);
+/* Virtual time, for specs (tycho.test.clock): from now on the runtime's time
+ * stands still but for ty_runtime_advance(ns), which moves it and wakes the
+ * workers; each fires what fell due (an interval every instant it missed,
+ * in order) at its next maintenance. ty_runtime_fired(ns): every worker
+ * has fired its timers up to ns. */
+void ty_runtime_virtual(ty_runtime *rt);
+bool ty_runtime_is_virtual(const ty_runtime *rt);
+uint64_t ty_runtime_advance(ty_runtime *rt, uint64_t ns);
+bool ty_runtime_fired(const ty_runtime *rt, uint64_t ns);
 
 /*
  * Creates an actor with binding data `user` and places it (P2C from a worker,

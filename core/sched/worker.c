@@ -229,6 +229,9 @@ void ty__maintenance(ty_worker *w) {
   tune_interval(w, now);
   ty__io_wait(w->io, 0);
   ty__fire_timers(w, now);
+  /* release: the timers' messages are staged before this is seen
+   * (ty_runtime_fired); publish_all follows in fire_timers. */
+  atomic_store_explicit(&w->fired_ns, now, memory_order_release);
   ty__drain_inbox(w);
   ty__update_load(w);
 }

@@ -1,0 +1,97 @@
+-- examples/kv: the key-value service, in this process through its app
+-- module (as README's "Testing your service" shows), then as a program.
+local tycho = require "tycho"
+local H = require "support.helper"
+
+describe("examples/kv", function()
+  local file
+  local saved_path = package.path
+  before_each(function()
+    package.path = "examples/kv/?.lua;" .. package.path -- kv.app, kv.store, kv.api
+    file = os.tmpname()
+    os.remove(file)
+    tycho.config{ workers = 2, log_level = "error" }
+  end)
+  after_each(function()
+    package.path = saved_path
+    os.remove(file)
+    tycho.config{ log_level = "info" }
+  end)
+
+  it("serves GET/PUT/DELETE /kv/<key>; the store, killed, restarts with its data", function()
+    local r = tycho.run(function(file)
+      local app = require "kv.app"
+      local _, http = app.start{ port = 0, file = file, stats_every = 0.05 }
+      local base = ("http://127.0.0.1:%d/kv/"):format(http.port)
+      local function req(method, key, body)
+        local res = assert(tycho.test.http{ method = method, url = base .. key, body = body })
+        return { res.status, res.body and tycho.json.decode(res.body) }
+      end
+      local out = {}
+      out.missing = req("GET", "a")
+      out.put = req("PUT", "a", '{"n":1,"list":[1,2]}')
+      out.put2 = req("PUT", "b", '"text"')
+      out.bad = req("PUT", "c", "{nope")
+      out.get = req("GET", "a")
+      out.del = req("DELETE", "b")
+      out.del2 = req("DELETE", "b")
+      local old = assert(tycho.test.wait_name("kv.store"))
+      tycho.kill(old, "chaos")
+      local new
+      for _ = 1, 500 do
+        new = tycho.whereis("kv.store")
+        if new and new ~= old then break end
+        tycho.sleep(0.01)
+      end
+      out.restarted = new ~= nil and new ~= old
+      out.after = req("GET", "a")
+      out.gone = req("GET", "b")
+      out.file = tycho.fs.read(file)
+      http:close()
+      return out
+    end, file)
+    assert.same({ 404, { error = "not found" } }, r.missing)
+    assert.same({ 200, { key = "a", value = { n = 1, list = { 1, 2 } } } }, r.put)
+    assert.equal(200, r.put2[1])
+    assert.equal(400, r.bad[1])
+    assert.same(r.put, r.get)
+    assert.same({ 200, { deleted = true } }, r.del)
+    assert.same({ 404, { deleted = false } }, r.del2)
+    assert.is_true(r.restarted)
+    assert.same(r.put, r.after)
+    assert.equal(404, r.gone[1])
+    assert.same({ a = { n = 1, list = { 1, 2 } } }, tycho.json.decode(r.file))
+  end)
+
+  it("runs as a program: main.lua listens, persists, logs its stats", function()
+    local root = H.repo_root()
+    local log = os.tmpname()
+    local p = io.popen(("cd %s && exec timeout 60 build/bin/tycho --workers 2"
+      .. " examples/kv/main.lua 0 %s 0.05 >%s 2>&1 & echo $!")
+      :format(H.quote(root), H.quote(file), H.quote(log)))
+    local pid = tonumber(p:read("*l"))
+    p:close()
+    local ok, err = pcall(function()
+      local url
+      for _ = 1, 200 do
+        url = H.slurp(log):match("listening on (http://127%.0%.0%.1:%d+)")
+        if url then break end
+        os.execute("sleep 0.05")
+      end
+      assert(url, H.slurp(log))
+      local rc, out = H.sh(("curl -s -X PUT -d '[1,2,3]' %s/kv/k && curl -s %s/kv/k")
+        :format(url, url))
+      assert.equal(0, rc, out)
+      assert.matches('"value":%[1,2,3%]', out)
+      assert.matches("%[1,2,3%]", H.slurp(file))
+      for _ = 1, 100 do
+        if H.slurp(log):find("kv stats gets=1 keys=1 puts=1", 1, true) then break end
+        os.execute("sleep 0.05")
+      end
+      assert.matches("INFO w%d+ %d+ kv stats gets=1 keys=1 puts=1", H.slurp(log))
+    end)
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    os.remove(log)
+    assert(ok, err)
+  end)
+end)
