@@ -102,7 +102,7 @@ struct lt_actor {
    * record's first line (it fills padding). */
   uint8_t trace;
   bool srv_call; /* a server's handler runs for a call (lserve.c) */
-  char *spawn; /* encoded args (LT_FN_FILE: path, args) until the start */
+  char *spawn;   /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...};
                * LT_FN_HERE: of the function (args in spawn) */
