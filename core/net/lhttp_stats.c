@@ -8,6 +8,7 @@
  * (lua/tycho/observe_agent.lua), so only the owner ever touches them. The
  * clock is the TSC (lt_ticks): two reads per request.
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "lhttp_impl.h"
@@ -26,10 +27,26 @@ typedef struct http_stats {
 
 static _Thread_local http_stats *tls_stats;
 
+/* The figures go with their thread (a key's destructor frees them), not
+ * with the process: workers end at every stop. */
+static pthread_key_t stats_key;
+static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+static void make_key(void) { pthread_key_create(&stats_key, free); }
+
+static http_stats *new_stats(void) {
+  pthread_once(&stats_once, make_key);
+  http_stats *s = calloc(1, sizeof *s);
+  if (s && pthread_setspecific(stats_key, s)) {
+    free(s);
+    return NULL;
+  }
+  return tls_stats = s;
+}
+
 void lt_http_count(hparser *p) {
   http_stats *s = tls_stats;
   if (ty__unlikely(!s)) {
-    s = tls_stats = calloc(1, sizeof *s);
+    s = new_stats();
     if (!s) return; /* figures are not worth failing a response for */
   }
   if (p->resp_status >= 100 && p->resp_status < 600)
