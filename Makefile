@@ -56,7 +56,7 @@ LTEST_OBJ = $(LTEST_SRC:core/test/lua/%.c=$(BUILD)/test/lua/%.o)
 CODEC_OBJ = $(BUILD)/core/lua/codec.o $(BUILD)/core/lua/codec_dec.o
 
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS) -Icore
-HEADERS    = $(wildcard core/*/*.h core/test/*.h)
+HEADERS    = $(wildcard core/*/*.h core/test/*.h core/test/lua/*.h)
 
 # llhttp (tycho.http's parser), compiled from the node-llhttp package's
 # sources in place; they are generated code with unused parameters. Its
