@@ -91,7 +91,7 @@
 -- logs an error event (tycho.log) "http handler failed" with the request's
 -- method, path and the reason (the error and its traceback); the
 -- connection and the server go on. srv:close() stops accepting and
--- ends the open connections at once.
+-- ends the open connections at once; a graceful stop lets them finish.
 --
 -- Connection slots: when all max_connections are open, a new connection
 -- takes the slot of one that gives it up most readily, which is closed
@@ -399,17 +399,14 @@ local function serve_conn(c, A, handler)
   c:close()
 end
 
--- Counts the acceptor's connections (A.conns: a draining acceptor waits
--- for them); serve_conn never raises.
+-- A.conns: what a draining acceptor waits for (serve_conn never raises).
 local function serve_counted(c, A, handler)
   serve_conn(c, A, handler)
   A.conns = A.conns - 1
 end
 
--- A graceful stop (lua/tycho/shutdown.lua) closed the listener: the
--- connections finish their requests in flight, each response says
--- Connection: close; from 1 s on, connections waiting for a request are
--- closed (idle keep-alive ones, clients that send nothing).
+-- A graceful stop (lua/tycho/shutdown.lua) closed the listener: requests
+-- in flight finish (Connection: close); from 1 s on, idle ones are closed.
 local function drain(A)
   A.draining = true
   local t0 = tycho.now()
