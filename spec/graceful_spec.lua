@@ -2,10 +2,20 @@
 -- and tycho.shutdown() stop the HTTP servers accepting, let the requests in
 -- flight finish, ask trapping actors to stop and wait for them
 -- (shutdown_timeout). Real processes, real sockets, curl as the client.
-local tycho = require "tycho"
 local H = require "support.helper"
 
-local function port() return 22000 + math.random(0, 6000) end
+-- Ports drawn from a generator of this file's own, seeded by the clock:
+-- another run of these specs (make test meanwhile) draws others.
+local rng = 0
+local function port()
+  if rng == 0 then
+    local p = io.popen("date +%N")
+    rng = tonumber(p:read("*l")) or os.time()
+    p:close()
+  end
+  rng = (rng * 1103515245 + 12345) % 2147483648
+  return 22000 + rng % 6000
+end
 
 local function tmpdir()
   local dir = os.tmpname()
@@ -242,5 +252,41 @@ describe("tycho.shutdown()", function()
     ]])
     assert.equal(0, rc, err)
     assert.equal("main's result\nEXIT 0 shutdown\n", out)
+  end)
+end)
+
+describe("a graceful stop with a handler that does not end", function()
+  it("exits 1 after shutdown_timeout naming the server", function()
+    local app = H.write_tmp([[
+      local tycho = require "tycho"
+      tycho.register("main")
+      local srv = assert(tycho.http.listen{port = tonumber(arg[1]),
+        handler = function(req)
+          if req.path == "/probe" then return "up" end
+          local t = require "tycho"
+          t.send("main", "in")
+          t.sleep(60)
+        end})
+      assert(tycho.recv(10) == "in")
+      io.write("ready\n") io.flush()
+      srv:wait()
+    ]])
+    local p = port()
+    local out, err = os.tmpname(), os.tmpname()
+    local rc, sh_out = H.sh(([[
+      %s --workers 2 --shutdown-timeout 0.5 %s %d >%s 2>%s & pid=$!
+      i=0; while [ $i -lt 200 ] && ! curl -s -o /dev/null --max-time 1 http://127.0.0.1:%d/probe
+      do sleep 0.05; i=$((i+1)); done
+      curl -s -o /dev/null --max-time 10 http://127.0.0.1:%d/hang & cpid=$!
+      i=0; while [ $i -lt 500 ] && ! grep -q ready %s; do sleep 0.02; i=$((i+1)); done
+      kill -TERM $pid; wait $pid; echo "rc=$?"; kill $cpid 2>/dev/null; wait
+    ]]):format(H.launcher, app, p, out, err, p, p, out))
+    local e = H.slurp(err)
+    os.remove(out)
+    os.remove(err)
+    os.remove(app)
+    assert.equal(0, rc)
+    assert.matches("rc=1\n", sh_out, 1, true)
+    assert.matches("did not stop within 0.5s: http server (pid ", e, 1, true)
   end)
 end)

@@ -316,7 +316,6 @@ static int l_alive(lua_State *L) {
   return 1;
 }
 
-
 /* ---- the graceful stop (lua/tycho/shutdown.lua) -------------------------- */
 
 /* _obs_trapping() -> {pid, name|false, ...}: this worker's actors, but the
@@ -385,13 +384,18 @@ static int l_stop_hooks(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"_obs_snapshot", l_snapshot},   {"_obs_tick_ns", l_tick_ns},
-    {"_obs_traceback", l_traceback}, {"_obs_busy", l_busy},
-    {"_obs_forget", l_forget},       {"_trace_set", l_trace_set},
-    {"_obs_mtime", l_mtime},         {"_obs_io", l_io},
-    {"_obs_alive", l_alive},         {"_obs_trapping", l_trapping},
-    {"_stop_hook", l_stop_hook},     {"_stop_hooks", l_stop_hooks},
-    {NULL, NULL}};
+static const luaL_Reg funcs[] = {{"_obs_snapshot", l_snapshot},
+                                 {"_obs_tick_ns", l_tick_ns},
+                                 {"_obs_traceback", l_traceback},
+                                 {"_obs_busy", l_busy},
+                                 {"_obs_forget", l_forget},
+                                 {"_trace_set", l_trace_set},
+                                 {"_obs_mtime", l_mtime},
+                                 {"_obs_io", l_io},
+                                 {"_obs_alive", l_alive},
+                                 {"_obs_trapping", l_trapping},
+                                 {"_stop_hook", l_stop_hook},
+                                 {"_stop_hooks", l_stop_hooks},
+                                 {NULL, NULL}};
 
 void lt_open_observe(lua_State *L) { luaL_register(L, NULL, funcs); }

@@ -135,8 +135,9 @@ static int l_config(lua_State *L) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
-                        "stop_timeout, shutdown_timeout, debug, max_memory, actor_memory, "
-                        "max_mailbox, max_mailbox_bytes, mailbox_warn, "
+                        "stop_timeout, shutdown_timeout, debug, max_memory, "
+                        "actor_memory, max_mailbox, max_mailbox_bytes, "
+                        "mailbox_warn, "
                         "log_level, log_format, pool_max, pool_queue, "
                         "pool_idle, node, nats, cluster, cluster_backlog)",
                         k);

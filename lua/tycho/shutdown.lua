@@ -18,7 +18,7 @@ local AGENT_WAIT = 0.5 -- seconds a worker may take to answer (it may loop)
 local function left(deadline) return math.max(0, deadline - tycho.now()) end
 
 -- Drains the HTTP servers: each supervising fork answers "drained" once its
--- acceptors and connections have ended.
+-- acceptors and connections have ended. Returns those that did not in time.
 local function drain_servers(deadline)
   local pending = {}
   for _, pid in ipairs(core._stop_hooks()) do
@@ -34,6 +34,7 @@ local function drain_servers(deadline)
       if not core._obs_alive(p) then pending[p] = nil end
     end
   end
+  return pending
 end
 
 -- The actors to ask: {pid = name or false}, over every worker that answers.
@@ -55,12 +56,17 @@ end
 
 return function(timeout)
   local deadline = tycho.now() + (tonumber(timeout) or 10)
-  drain_servers(deadline)
-  local asked, n = trapping(deadline), 0
+  local undrained = drain_servers(deadline)
+  -- Servers still draining at the deadline: the actors are asked all the
+  -- same (their workers get AGENT_WAIT to answer), and the stop fails.
+  local asked, n = trapping(math.max(deadline, tycho.now() + AGENT_WAIT)), 0
   for pid in pairs(asked) do
     tycho.monitor(pid)
     tycho.send(pid, "EXIT", 0, "shutdown")
     n = n + 1
+  end
+  for pid in pairs(undrained) do
+    asked[pid], n = ("http server (pid %d)"):format(pid), n + 1
   end
   while n > 0 and tycho.now() < deadline do
     local what, pid = tycho.recv(left(deadline))
@@ -71,7 +77,7 @@ return function(timeout)
   end
   if n > 0 then
     local names = {}
-    for pid, name in pairs(asked) do names[#names + 1] = name or tostring(pid) end
+    for pid, name in pairs(asked) do names[#names + 1] = name or ("%d"):format(pid) end
     table.sort(names)
     io.stderr:write(("tycho: shutdown: %d actor(s) did not stop within %gs: %s\n")
       :format(n, tonumber(timeout) or 10, table.concat(names, ", ")))
