@@ -27,10 +27,9 @@
 
 static volatile sig_atomic_t g_signal;
 
-/* The first SIGINT/SIGTERM asks tycho.run to stop the runtime (running code
- * is stopped, every actor is destroyed, its resources closed; code that
- * cannot be stopped is left behind after --stop-timeout) and the launcher
- * then exits with 128 + signal. A second one exits at once. */
+/* The first SIGINT/SIGTERM begins the graceful stop (README, "Graceful
+ * stop"): the launcher then exits 0, or 1 when actors asked to stop did not
+ * end within --shutdown-timeout. A second one exits at once. */
 static void on_signal(int sig) {
   if (g_signal) _exit(128 + sig); /* the stop has its deadline anyway */
   g_signal = sig;
@@ -63,6 +62,8 @@ static void usage(FILE *f) {
           "                  stopped (default 1; 0: never)\n"
           "  --stop-timeout S  seconds a stop waits for running code "
           "(default 5)\n"
+          "  --shutdown-timeout S  seconds a graceful stop (SIGTERM) waits "
+          "for actors (default 10)\n"
           "  --node NAME     join a cluster as this node (or TYCHO_NODE)\n"
           "  --nats URL      its NATS server(s) (default: "
           "nats://127.0.0.1:4222, or TYCHO_NATS)\n"
@@ -209,6 +210,8 @@ int main(int argc, char **argv) {
       lt_g.max_slice = parse_seconds(a, argv[++i], 0.01);
     } else if (!strcmp(a, "--stop-timeout") && i + 1 < argc) {
       lt_g.stop_timeout = parse_seconds(a, argv[++i], 0);
+    } else if (!strcmp(a, "--shutdown-timeout") && i + 1 < argc) {
+      lt_g.shutdown_timeout = parse_seconds(a, argv[++i], 0);
     } else if ((!strcmp(a, "--node") || !strcmp(a, "--nats") ||
                 !strcmp(a, "--cluster")) &&
                i + 1 < argc) {
@@ -281,12 +284,10 @@ int main(int argc, char **argv) {
   for (int k = first; k < argc; k++) lua_pushstring(L, argv[k]);
   int status = 0;
   if (lua_pcall(L, argc - first + (first != i), 0, 0)) {
-    if (g_signal) {
-      status = 128 + g_signal;
-    } else {
-      fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
-      status = 1;
-    }
+    fprintf(stderr, "tycho: %s\n", lua_tostring(L, -1));
+    status = 1;
+  } else if (lt_stop_failed()) {
+    status = 1; /* the coordinator named the actors left on stderr */
   }
   lua_close(L);
   ty__log_flush(2000);

@@ -10,6 +10,7 @@
  * string, and answers the caller, who turns the strings into tables.
  * docs/architecture.md, "Observing a running node".
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -315,11 +316,86 @@ static int l_alive(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"_obs_snapshot", l_snapshot},   {"_obs_tick_ns", l_tick_ns},
-    {"_obs_traceback", l_traceback}, {"_obs_busy", l_busy},
-    {"_obs_forget", l_forget},       {"_trace_set", l_trace_set},
-    {"_obs_mtime", l_mtime},         {"_obs_io", l_io},
-    {"_obs_alive", l_alive},         {NULL, NULL}};
+/* ---- the graceful stop (lua/tycho/shutdown.lua) -------------------------- */
+
+/* _obs_trapping() -> {pid, name|false, ...}: this worker's actors, but the
+ * caller, that trap exits and are not a supervisor's children: those a
+ * graceful stop asks to stop. */
+typedef struct trapping {
+  lua_State *L;
+  ty_actor *self;
+  int n;
+} trapping;
+
+static void take_trapping(ty_actor *a, void *ud) {
+  trapping *t = ud;
+  lt_actor *la = a->user;
+  if (a == t->self || !la || !la->trap_exit || la->supervised || la->parent)
+    return;
+  lua_pushnumber(t->L, (lua_Number)a->pid);
+  lua_rawseti(t->L, -2, ++t->n);
+  char name[128];
+  size_t nl = lt_names_of(a->pid, name, sizeof name);
+  if (nl) lua_pushlstring(t->L, name, nl);
+  else lua_pushboolean(t->L, 0);
+  lua_rawseti(t->L, -2, ++t->n);
+}
+
+static int l_trapping(lua_State *L) {
+  lt_cur c = lt_current(L, "shutdown");
+  lua_newtable(L);
+  trapping t = {L, c.a, 0};
+  ty_worker_each_actor(ty_worker_current(), take_trapping, &t);
+  return 1;
+}
+
+/* The servers a graceful stop drains first (lua/tycho/http.lua registers
+ * each server's supervising fork): a short list under a mutex, touched
+ * only when a server starts or ends. */
+#define STOP_HOOKS 256
+static pthread_mutex_t g_hooks_mu = PTHREAD_MUTEX_INITIALIZER;
+static ty_pid g_hooks[STOP_HOOKS];
+static int g_nhooks;
+
+/* _stop_hook(pid, on): adds (on) or removes pid; false when full. */
+static int l_stop_hook(lua_State *L) {
+  ty_pid pid = (ty_pid)luaL_checknumber(L, 1);
+  bool on = lua_toboolean(L, 2), ok = true;
+  pthread_mutex_lock(&g_hooks_mu);
+  for (int i = 0; i < g_nhooks; i++) /* pid, and servers that died */
+    if (g_hooks[i] == pid || !(lt_g.rt && ty_pid_alive(lt_g.rt, g_hooks[i])))
+      g_hooks[i--] = g_hooks[--g_nhooks];
+  if (on) ok = g_nhooks < STOP_HOOKS;
+  if (on && ok) g_hooks[g_nhooks++] = pid;
+  pthread_mutex_unlock(&g_hooks_mu);
+  lua_pushboolean(L, ok);
+  return 1;
+}
+
+/* _stop_hooks() -> {pid, ...} */
+static int l_stop_hooks(lua_State *L) {
+  lua_newtable(L);
+  pthread_mutex_lock(&g_hooks_mu);
+  for (int i = 0; i < g_nhooks; i++) {
+    lua_pushnumber(L, (lua_Number)g_hooks[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  pthread_mutex_unlock(&g_hooks_mu);
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {{"_obs_snapshot", l_snapshot},
+                                 {"_obs_tick_ns", l_tick_ns},
+                                 {"_obs_traceback", l_traceback},
+                                 {"_obs_busy", l_busy},
+                                 {"_obs_forget", l_forget},
+                                 {"_trace_set", l_trace_set},
+                                 {"_obs_mtime", l_mtime},
+                                 {"_obs_io", l_io},
+                                 {"_obs_alive", l_alive},
+                                 {"_obs_trapping", l_trapping},
+                                 {"_stop_hook", l_stop_hook},
+                                 {"_stop_hooks", l_stop_hooks},
+                                 {NULL, NULL}};
 
 void lt_open_observe(lua_State *L) { luaL_register(L, NULL, funcs); }

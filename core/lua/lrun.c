@@ -25,7 +25,8 @@ lt_global lt_g = {.io = -1,
                   .call_timeout = 5.0,
                   .max_message = 64u << 20,
                   .max_slice = 1.0,
-                  .stop_timeout = 5.0};
+                  .stop_timeout = 5.0,
+                  .shutdown_timeout = 10.0};
 
 /* ---- config and run ----------------------------------------------------- */
 
@@ -103,6 +104,11 @@ static int l_config(lua_State *L) {
       if (!(v >= 0))
         return luaL_error(L, "tycho.config: stop_timeout must be >= 0");
       lt_g.stop_timeout = v;
+    } else if (strcmp(k, "shutdown_timeout") == 0) {
+      lua_Number v = luaL_checknumber(L, -1);
+      if (!(v >= 0))
+        return luaL_error(L, "tycho.config: shutdown_timeout must be >= 0");
+      lt_g.shutdown_timeout = v;
     } else if (config_mailbox(L, k)) {
     } else if (strcmp(k, "io") == 0) {
       int io = ty__io_kind_parse(luaL_checkstring(L, -1));
@@ -129,8 +135,9 @@ static int l_config(lua_State *L) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
-                        "stop_timeout, debug, max_memory, actor_memory, "
-                        "max_mailbox, max_mailbox_bytes, mailbox_warn, "
+                        "stop_timeout, shutdown_timeout, debug, max_memory, "
+                        "actor_memory, max_mailbox, max_mailbox_bytes, "
+                        "mailbox_warn, "
                         "log_level, log_format, pool_max, pool_queue, "
                         "pool_idle, node, nats, cluster, cluster_backlog)",
                         k);
@@ -140,34 +147,71 @@ static int l_config(lua_State *L) {
   return 0;
 }
 
-/* The main actor's outcome, handed from its worker to the tycho.run caller. */
+/* The main actor's outcome, handed from its worker to the tycho.run caller;
+ * finished: the run may end (main is done, and a graceful stop under way
+ * has ended). */
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  bool done, ok;
+  bool done, ok, finished;
   char *data;
   size_t len;
-} g_main = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+} g_main = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
+
+/* The graceful stop (README, "Graceful stop"): begun by tycho.shutdown or
+ * the launcher's first signal, done when lua/tycho/shutdown.lua reports.
+ * Under g_main.mu. */
+static struct {
+  bool begun, done, failed, main_shutdown;
+  uint64_t at_ns;
+} g_stop;
 
 static volatile sig_atomic_t g_interrupted;
 /* The runtime whose worker 0 the caller of tycho.run serves (run_here), or
  * NULL: main's end lets that thread go. Under g_main.mu. */
 static ty_runtime *g_here;
 
+static void main_store(bool ok, const char *data, size_t len) {
+  g_main.done = true;
+  g_main.ok = ok;
+  g_main.data = ty__xmalloc(len + 1);
+  if (len) memcpy(g_main.data, data, len); /* data may be NULL */
+  g_main.data[len] = 0;
+  g_main.len = len;
+}
+
+static void main_finish(void) {
+  g_main.finished = true;
+  if (g_here) ty_worker_leave(g_here, 0);
+  pthread_cond_signal(&g_main.cv);
+}
+
+/* While a graceful stop is under way, main's end does not end the run: the
+ * actors asked to stop get their shutdown_timeout. */
 void lt_main_done(bool ok, const char *data, size_t len) {
   pthread_mutex_lock(&g_main.mu);
-  if (g_here) ty_worker_leave(g_here, 0);
-  if (!g_main.done) {
-    g_main.done = true;
-    g_main.ok = ok;
-    g_main.data = ty__xmalloc(len + 1);
-    if (len) memcpy(g_main.data, data, len); /* data may be NULL */
-    g_main.data[len] = 0;
-    g_main.len = len;
-    pthread_cond_signal(&g_main.cv);
+  /* Main linked to a supervisor that the stop ended goes with "shutdown":
+   * no failure (the run returns nil, "shutdown": lt_stop_done). */
+  if (!ok && g_stop.begun && len == 8 && data &&
+      memcmp(data, "shutdown", 8) == 0)
+    g_stop.main_shutdown = true; /* and its "stopped" when freed */
+  if (!g_main.done && !g_stop.main_shutdown) main_store(ok, data, len);
+  if (!g_stop.begun || g_stop.done) main_finish();
+  pthread_mutex_unlock(&g_main.mu);
+}
+
+void lt_stop_done(bool ok, const char *data, size_t len) {
+  pthread_mutex_lock(&g_main.mu);
+  if (g_stop.begun && !g_stop.done) {
+    g_stop.done = true;
+    g_stop.failed = !ok;
+    if (!g_main.done) main_store(true, data, len);
+    main_finish();
   }
   pthread_mutex_unlock(&g_main.mu);
 }
+
+bool lt_stop_failed(void) { return g_stop.failed; }
 
 static unsigned env_workers(lua_State *L) {
   if (lt_g.workers) return lt_g.workers;
@@ -229,13 +273,46 @@ static void hangup(lua_State *L) {
   spawn_launch(L, "reload", since);
 }
 
+/* Begins the graceful stop (once per run): spawns its coordinator,
+ * lua/tycho/shutdown.lua, through the launcher's helper. */
+static bool stop_begin(lua_State *L) {
+  pthread_mutex_lock(&g_main.mu);
+  bool first = !g_stop.begun && !g_main.finished;
+  if (first) {
+    g_stop.begun = true;
+    g_stop.at_ns = ty__now_ns();
+  }
+  pthread_mutex_unlock(&g_main.mu);
+  if (!first) return false;
+  char t[32];
+  snprintf(t, sizeof t, "%.17g", lt_g.shutdown_timeout);
+  spawn_launch(L, "shutdown", t);
+  return true;
+}
+
+/* A coordinator that cannot run (its worker loops) must not hold the
+ * launcher: 2 s past shutdown_timeout the stop ends as failed. */
+static void stop_overdue(void) {
+  if (!g_stop.begun || g_stop.done) return;
+  double past = (double)(ty__now_ns() - g_stop.at_ns) * 1e-9;
+  if (past < lt_g.shutdown_timeout + 2) return;
+  g_stop.done = g_stop.failed = true;
+  if (!g_main.done) {
+    static const char why[] = "shutdown: the graceful stop did not end";
+    main_store(false, why, sizeof why - 1);
+  }
+  main_finish();
+}
+
 static void wait_main(lua_State *L) {
   pthread_mutex_lock(&g_main.mu);
-  while (!g_main.done) {
-    if (g_hangup) {
-      g_hangup = 0;
+  while (!g_main.finished) {
+    if (g_hangup || g_interrupted) {
+      bool hup = g_hangup, intr = g_interrupted;
+      g_hangup = g_interrupted = 0;
       pthread_mutex_unlock(&g_main.mu);
-      hangup(L);
+      if (hup) hangup(L);
+      if (intr) stop_begin(L);
       pthread_mutex_lock(&g_main.mu);
       continue;
     }
@@ -247,13 +324,7 @@ static void wait_main(lua_State *L) {
       ts.tv_nsec -= 1000000000;
     }
     pthread_cond_timedwait(&g_main.cv, &g_main.mu, &ts);
-    if (g_interrupted && !g_main.done) {
-      g_interrupted = 0;
-      g_main.done = true;
-      g_main.ok = false;
-      g_main.data = strdup("interrupted");
-      g_main.len = strlen(g_main.data);
-    }
+    stop_overdue();
   }
   pthread_mutex_unlock(&g_main.mu);
 }
@@ -331,7 +402,8 @@ static ty_runtime *run_begin(lua_State *L, ty_config *cfg, lt_actor *la,
   }
   /* g_interrupted is not cleared here: a signal that came while the
    * launcher was starting must still stop this run. */
-  g_main.done = false;
+  g_main.done = g_main.finished = false;
+  memset(&g_stop, 0, sizeof g_stop);
   lt_g.rt = rt;
   lt_graves_open(ty_runtime_workers(rt));
   la->is_main = true;
@@ -478,6 +550,41 @@ void lt_interrupt(void) { g_interrupted = 1; }
 
 void lt_hangup(void) { g_hangup = 1; }
 
+/* shutdown(): begins the graceful stop; true, or false when one is already
+ * under way. */
+static int l_shutdown(lua_State *L) {
+  lt_current(L, "shutdown");
+  lua_pushboolean(L, stop_begin(L));
+  return 1;
+}
+
+/* _stopping() -> whether a graceful stop is under way (a server that
+ * closes then drains: lua/tycho/http.lua). */
+static int l_stopping(lua_State *L) {
+  pthread_mutex_lock(&g_main.mu);
+  bool on = g_stop.begun && !g_stop.done;
+  pthread_mutex_unlock(&g_main.mu);
+  lua_pushboolean(L, on);
+  return 1;
+}
+
+/* _shutdown_done(ok): the coordinator's report; the run ends. tycho.run
+ * returns nil, "shutdown" unless main ended first. */
+static int l_shutdown_done(lua_State *L) {
+  bool ok = lua_toboolean(L, 1);
+  lua_settop(L, 0);
+  lua_pushnil(L);
+  lua_pushliteral(L, "shutdown");
+  ty__buf b;
+  ty__buf_init(&b);
+  char err[64];
+  if (ty__codec_encode(L, 1, 2, &b, SIZE_MAX, err, sizeof err))
+    return luaL_error(L, "tycho: %s", err);
+  lt_stop_done(ok, (const char *)b.data, b.len);
+  ty__buf_free(&b);
+  return 0;
+}
+
 static int l_running(lua_State *L) {
   lua_pushboolean(L, lt_g.rt != NULL);
   return 1;
@@ -519,6 +626,9 @@ static int l_worker(lua_State *L) {
 static const luaL_Reg funcs[] = {{"config", l_config},
                                  {"run", l_run},
                                  {"running", l_running},
+                                 {"shutdown", l_shutdown},
+                                 {"_shutdown_done", l_shutdown_done},
+                                 {"_stopping", l_stopping},
                                  {"_run_file", l_run_file},
                                  {"_spawn_at", l_spawn_at},
                                  {"_worker", l_worker},

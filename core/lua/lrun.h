@@ -49,6 +49,7 @@ typedef struct lt_global {
   size_t max_message;
   double max_slice;          /* seconds a resume may run (0: no watchdog) */
   double stop_timeout;       /* seconds a stop waits for workers, the pool */
+  double shutdown_timeout;   /* seconds a graceful stop waits for actors */
   uint64_t stop_deadline_ns; /* of the stop under way (ty__now_ns) */
   bool debug; /* config{debug = true} or TYCHO_DEBUG=1: extra checks */
   uint32_t max_mailbox, mailbox_warn; /* messages (0: the core's default) */
@@ -75,6 +76,9 @@ extern lt_global lt_g;
 void lt_main_done(bool ok, const char *data, size_t len);
 /* Asks a running tycho.run to stop (async-signal-safe). */
 void lt_interrupt(void);
+/* Whether the graceful stop of the last run left actors running (or did
+ * not end): the launcher then exits 1. */
+bool lt_stop_failed(void);
 /* SIGHUP under the launcher: a running tycho.run reloads the modules whose
  * files changed since (lua/tycho/launch.lua; async-signal-safe). */
 void lt_hangup(void);

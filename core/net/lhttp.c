@@ -92,6 +92,13 @@ static int l_respond(lua_State *L) {
   return 4;
 }
 
+/* last(p): the response to the request at hand closes the connection
+ * (Connection: close): a server draining for a graceful stop. */
+static int l_last(lua_State *L) {
+  check_parser(L)->keepalive = false;
+  return 0;
+}
+
 /* takeover(p, conn) -> out | nil: the handler of an upgrade request took
  * the connection. Nothing more is parsed; out holds the responses to the
  * requests before it (to write first), and the bytes received after the
@@ -328,6 +335,7 @@ void lt_open_http(lua_State *L) {
                                    {"buffered", l_buffered},
                                    {"feed", l_feed},
                                    {"respond", l_respond},
+                                   {"last", l_last},
                                    {"expired", l_expired},
                                    {"takeover", l_takeover},
                                    {"timeout", l_timeout},

@@ -91,7 +91,7 @@
 -- logs an error event (tycho.log) "http handler failed" with the request's
 -- method, path and the reason (the error and its traceback); the
 -- connection and the server go on. srv:close() stops accepting and
--- ends the open connections at once.
+-- ends the open connections at once; a graceful stop lets them finish.
 --
 -- Connection slots: when all max_connections are open, a new connection
 -- takes the slot of one that gives it up most readily, which is closed
@@ -221,7 +221,7 @@ local function handler_traceback(e) return traceback(text(e), 2) end
 -- client's sake: every way out returns; "linger" when the server's last
 -- response ended the connection (the client may still be sending), "taken"
 -- and a function when the handler of an upgrade request took it over.
-local function converse(c, p, handler)
+local function converse(c, p, handler, A)
   local read_some, write = c.read_some, c.write
   local tmo = timeout(p)
   while true do
@@ -243,6 +243,7 @@ local function converse(c, p, handler)
       end
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
+      if A.draining then hc.last(p) end -- a graceful stop: Connection: close
       if ok and req.upgrade and type(res) == "function" then
         out = takeover(p, c)
         if out and not write(c, out) then return nil end
@@ -390,12 +391,29 @@ local function serve_conn(c, A, handler)
   end
   c:settimeouts(nil, A.send_timeout, nil)
   local p = hc.parser(A.cfg, c)
-  local ok, how, fn, req = pcall(converse, c, p, handler)
+  local ok, how, fn, req = pcall(converse, c, p, handler, A)
   if not ok then log.error("http connection failed", { reason = text(how) }) end
   if how == "linger" then linger(c) end
   if how == "taken" then hand_over(c, fn, req) end
   hc.done(p)
   c:close()
+end
+
+-- A.conns: what a draining acceptor waits for (serve_conn never raises).
+local function serve_counted(c, A, handler)
+  serve_conn(c, A, handler)
+  A.conns = A.conns - 1
+end
+
+-- A graceful stop (lua/tycho/shutdown.lua) closed the listener: requests
+-- in flight finish (Connection: close); from 1 s on, idle ones are closed.
+local function drain(A)
+  A.draining = true
+  local t0 = tycho.now()
+  while A.conns > 0 do
+    if tycho.now() - t0 >= 1 then hc.sweep(A.cfg, 1) end
+    tycho.sleep(0.05)
+  end
 end
 
 -- ---- acceptors: one per worker -------------------------------------------------------
@@ -417,15 +435,17 @@ function http._acceptor(l, spec, opts, gauge, supervisor, max)
   if busy < 0 or busy == math.huge then busy = -1 end
   local A = { cfg = hc.config(opts), gauge = gauge, max = max, pressure = false,
     per_ip = opts.max_connections_per_ip ~= nil, send_timeout = opts.send_timeout or 60,
-    busy = busy, peers = {}, turn = 0 }
+    busy = busy, peers = {}, turn = 0, conns = 0, draining = false }
   local fork = tycho.fork
   A.reaper = fork(reaper, A)
   tycho.send(supervisor, "ready", tycho.self(), A.reaper)
   while true do
     local c, err = l:accept()
     if c then
-      fork(serve_conn, c, A, handler)
+      A.conns = A.conns + 1
+      fork(serve_counted, c, A, handler)
     elseif err == "closed" then
+      if core._stopping() then drain(A) end
       return
     else
       tycho.sleep(0.01) -- out of descriptors and the like: let some close
@@ -486,6 +506,10 @@ local function supervise(s)
       started = tycho.response()
     elseif what == "wait" then
       waiting[#waiting + 1] = tycho.response()
+    elseif what == "shutdown" then -- the graceful stop: close, then drain
+      s.drain_to = a
+      s.open = false
+      s.listener:close()
     elseif what == "DOWN" and s.by_pid[a] then
       local w = s.by_pid[a]
       s.by_pid[a] = nil
@@ -503,6 +527,11 @@ local function supervise(s)
       started = nil
     end
     if not s.open and next(s.by_pid) == nil and next(stuck) == nil then
+      core._stop_hook(s.supervisor, false)
+      if s.drain_to then
+        hc.gauge_free(s.gauge)
+        tycho.send(s.drain_to, "drained", s.supervisor)
+      end
       for _, answer in ipairs(waiting) do answer(true) end
       return
     end
@@ -579,6 +608,7 @@ local function start(opts, fname)
   -- (monitors belong to the fork that makes them; one of an acceptor gone
   -- already answers at once).
   s.supervisor = tycho.fork(supervise, s)
+  core._stop_hook(s.supervisor, true) -- a graceful stop drains it first
   for w = 1, workers do spawn_acceptor(s, w) end
   local ok, why = tycho.call_timeout(30, s.supervisor, "started?")
   if not ok then

@@ -2,6 +2,7 @@
 --   ("observe", "host:port")  tycho --observe: serves tycho.observe there
 --   ("reload", since)         SIGHUP: reloads every loaded Lua module whose
 --                             file changed after `since` (epoch seconds)
+--   ("shutdown", timeout)     the graceful stop (lua/tycho/shutdown.lua)
 local tycho = require "tycho"
 local core = require "tycho.core"
 
@@ -42,4 +43,5 @@ end
 return function(op, arg)
   if op == "observe" then return observe(arg) end
   if op == "reload" then return reload_changed(tonumber(arg) or 0) end
+  if op == "shutdown" then return require("tycho.shutdown")(arg) end
 end

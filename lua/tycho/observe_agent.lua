@@ -10,6 +10,9 @@ local jobs = {}
 
 function jobs.snapshot() return core._obs_snapshot() end
 
+-- The graceful stop: this worker's trapping actors (lua/tycho/shutdown.lua).
+function jobs.trapping() return core._obs_trapping() end
+
 function jobs.traceback(pid) return core._obs_traceback(pid) end
 
 function jobs.trace(pid, bits, to) return core._trace_set(pid, bits, to) end
