@@ -49,7 +49,8 @@ C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
 LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w>.lua
 # tycho.server (bench/lua/<w>.lua): bytes per idle server; call round trips
 # against a recv/reply loop. Ours only: the peers have no gen_server
-# workload (/work/shared/peers/erlang/bench.erl), so they are not asked.
+# workload (/work/shared/peers/erlang/bench.erl), so they are not asked;
+# PEERS=1 runs our own Erlang counterpart (bench/erlang/gen_server.sh).
 SERVER_LUA_WORKLOADS="memory_server server_call"
 SERVER_WORKLOADS="http https http_client cluster"   # https, http_client: bench/net.sh
 
@@ -228,6 +229,8 @@ run_http() {
 
 # https and http_client (bench/net.sh).
 source "$ROOT/bench/net.sh"
+# The Erlang gen_server counterpart of SERVER_LUA_WORKLOADS.
+source "$ROOT/bench/erlang/gen_server.sh"
 
 # ---------------------------------------------------------------------------
 # cluster: two tycho nodes on one nats-server (bench/cluster.sh starts the
@@ -310,7 +313,7 @@ run_peer() {
 # A ratio is tycho/peer for rates and percentages, peer/tycho for times and
 # sizes: > 1 means tycho is better.
 table() {
-    awk -v order="$WORKLOADS $SERVER_WORKLOADS http_json https_new" -v peers="$PEER_NAMES" '
+    awk -v order="$WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS http_json https_new" -v peers="$PEER_NAMES" '
     function human(v) {
         if (v == "") return "-"
         if (v == "FAILED") return v
@@ -423,7 +426,10 @@ done
 out "# tycho suite done: loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
 
 if [ "$PEERS" = 1 ]; then
-    for p in $PEER_NAMES; do run_peer "$p"; done
+    for p in $PEER_NAMES; do
+        run_peer "$p"
+        if [ "$p" = erlang ]; then run_erlang_server; fi
+    done
 else
     PEER_NAMES=${HTTP_PEER_DONE:+tokio}  # run_http ran the tokio peer's http
 fi
