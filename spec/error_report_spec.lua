@@ -116,8 +116,9 @@ describe("error reports", function()
   it("survive a __gc that fails wherever the collector runs it (it is logged)", function()
     local path = H.write_tmp([[
       local tycho = require "tycho"
+      local me, got, done = tycho.self(), 0, 0
       for _ = 1, 4 do
-        tycho.spawn(function()
+        tycho.spawn(function(me)
           local ffi = require "ffi"
           for _ = 1, 2000 do
             local u = newproxy(true)
@@ -126,16 +127,20 @@ describe("error reports", function()
               __tostring = function() error("x") end })) end)
             debug.setmetatable(newproxy(), { __gc = function() coroutine.yield() end })
           end
-        end)
+          collectgarbage() -- (a loaded machine: the last cycles run before the end)
+          require("tycho").send(me, "done")
+        end, me)
       end
-      local me, got = tycho.self(), 0
       for i = 1, 3000 do
         pcall(tycho.spawn, function(p, i) require("tycho").send(p, i, {string.rep("x", 100)}) end,
           me, i)
       end
-      for _ = 1, 3000 do
-        local ok, v = pcall(tycho.recv, 0.5)
-        if ok and v then got = got + 1 elseif ok then break end
+      -- until every message came and the four finalizer makers are done
+      while got < 3000 or done < 4 do
+        local ok, v = pcall(tycho.recv, 5)
+        if ok and v == "done" then done = done + 1
+        elseif ok and v then got = got + 1
+        elseif ok then break end
       end
       print("got " .. got)
     ]])
