@@ -64,7 +64,7 @@ static struct {
 
 /* ---- connecting --------------------------------------------------------- */
 
-static natsStatus connect_ctl(const char *url) {
+static natsStatus connect_once(const char *url) {
   natsOptions *o;
   natsStatus s = N(natsOptions_Create)(&o);
   if (s != NATS_OK) return s;
@@ -79,6 +79,19 @@ static natsStatus connect_ctl(const char *url) {
       (s = N(natsOptions_SetReconnectJitter)(o, 0, 0)) == NATS_OK)
     s = N(natsConnection_Connect)(&C.nc, o);
   N(natsOptions_Destroy)(o);
+  return s;
+}
+
+/* A node may start together with its server (a service manager starting
+ * both, or a server still opening its port): the first connect is tried
+ * for 2 s before the join fails. */
+static natsStatus connect_ctl(const char *url) {
+  natsStatus s = connect_once(url);
+  for (int i = 0; i < 20 && s == NATS_NO_SERVER; i++) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    s = connect_once(url);
+  }
   return s;
 }
 
