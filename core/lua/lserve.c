@@ -41,11 +41,7 @@ static inline void co_add(lt_worker *lw, int delta) {
 
 void lt_co_count(int delta) {
   lt_worker *lw = lt_worker_get();
-  if (!lw || !lw->w) return;
-  _Atomic int64_t *c = &co_live[ty_worker_id(lw->w)];
-  atomic_store_explicit(c,
-                        atomic_load_explicit(c, memory_order_relaxed) + delta,
-                        memory_order_relaxed);
+  if (lw && lw->w) co_add(lw, delta);
 }
 
 int64_t lt_co_live(unsigned workers) {
