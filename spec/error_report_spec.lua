@@ -152,7 +152,7 @@ describe("error reports", function()
     assert.matches("a __gc metamethod failed: [^\n]*gc failed", err)
     assert.matches("a __gc metamethod failed: %(error object is a table value; its "
       .. "__tostring failed%)", err)
-    assert.matches("a __gc metamethod failed: [^\\n]*attempt to yield", err)
+    assert.matches("a __gc metamethod failed: [^\n]*attempt to yield", err)
   end)
 
   for _, io in ipairs{ "uring", "epoll" } do
