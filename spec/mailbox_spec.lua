@@ -80,6 +80,24 @@ describe("mailboxes", function()
     end)
   end
 
+  it("hold the bytes limit for an actor that has not started yet", function()
+    -- (the producer runs first: the sink waits on this worker until it yields)
+    tycho.config{ workers = 2, max_mailbox = 20000, max_mailbox_bytes = 2 ^ 20,
+      mailbox_warn = 1000000 }
+    local sent, full = tycho.run(function()
+      local sink = core._spawn_at(H.this_worker(), function() tycho.sleep(60) end)
+      local chunk, sent, full = string.rep("x", 1024), 0, 0
+      for _ = 1, 3000 do
+        if tycho.send(sink, chunk) then sent = sent + 1 else full = full + 1 end
+      end
+      tycho.kill(sink)
+      return sent, full
+    end)
+    -- 1 MiB of messages of a little over 1 KB each: fewer than 1024 taken
+    assert.is_true(sent > 400 and sent < 1024, sent)
+    assert.equal(3000 - sent, full)
+  end)
+
   it("limit the number of messages too, and calls answer \"full\"", function()
     tycho.config{ workers = 2, max_mailbox = 100, mailbox_warn = 1000000 }
     local sent, call, after = tycho.run(function()

@@ -79,6 +79,7 @@ ty_pid ty__pidtab_claim(ty__pidtab *t, ty__pident *e, uint32_t slot) {
   if (gen == 0) gen = 1;
   atomic_store_explicit(&e->pending, NULL, memory_order_relaxed);
   atomic_store_explicit(&e->npending, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->kpending, 0, memory_order_relaxed);
   atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
   /* release: a sender that acquires this word sees the cleared fields. */
   atomic_store_explicit(&e->word, ty__w_make(gen, TY__S_PENDING, 0),

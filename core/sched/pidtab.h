@@ -43,6 +43,7 @@ typedef struct ty__pident {
   _Atomic uint64_t word;
   _Atomic(ty_msg *) pending; /* LIFO under the lock bit; reversed at start */
   _Atomic uint32_t npending; /* its length (for ty_send_limited) */
+  _Atomic uint32_t kpending; /* its bytes in KiB, rounded up (the same) */
   _Atomic(ty_actor *) actor; /* set by the home worker before LIVE */
 } ty__pident;
 

@@ -194,9 +194,11 @@ int ty_spawn_at(ty_runtime *rt, unsigned worker, void *user, ty_pid *out) {
 
 /* The receiver has not started: queue on its entry under the lock bit.
  * Returns 1 when queued, 0 to try again (*word reloaded), -ENOBUFS when a
- * limited send finds `limit` messages waiting already. */
+ * limited send finds `limit` messages or `kbytes` KiB waiting already (the
+ * mailbox's limits: a sender that runs before its receiver starts must not
+ * queue more than the started mailbox would take). */
 static int send_pending(ty__pident *e, ty_msg *m, uint64_t *word,
-                        uint32_t limit) {
+                        uint32_t limit, uint64_t kbytes) {
   uint64_t w = *word;
   if (ty__w_locked(w)) {
     ty__cpu_relax();
@@ -211,15 +213,21 @@ static int send_pending(ty__pident *e, ty_msg *m, uint64_t *word,
   TY_CHAOS(); /* the starter spins on the lock bit meanwhile */
   /* relaxed: guarded by the lock bit. */
   uint32_t n = atomic_load_explicit(&e->npending, memory_order_relaxed);
-  if (n < limit) {
+  uint32_t k = atomic_load_explicit(&e->kpending, memory_order_relaxed);
+  bool room = n < limit && k < kbytes;
+  if (room) {
+    uint64_t kb = (sizeof *m + m->cap + 1023) / 1024;
     m->node.next =
         (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
     atomic_store_explicit(&e->pending, m, memory_order_relaxed);
     atomic_store_explicit(&e->npending, n + 1, memory_order_relaxed);
+    atomic_store_explicit(&e->kpending,
+                          k + kb > UINT32_MAX ? UINT32_MAX : (uint32_t)(k + kb),
+                          memory_order_relaxed);
   }
   /* release: the starter's acquire CAS sees the list. */
   atomic_store_explicit(&e->word, w, memory_order_release);
-  return n < limit ? 1 : -ENOBUFS;
+  return room ? 1 : -ENOBUFS;
 }
 
 /* To the port: a worker stages m in its ring to the port (a full ring keeps
@@ -264,8 +272,9 @@ static int send_msg(ty_runtime *rt, ty_msg *m, bool limited) {
         ty__w_state(word) == TY__S_FREE)
       return -ESRCH;
     if (ty__w_state(word) == TY__S_PENDING) {
-      int r =
-          send_pending(e, m, &word, limited ? rt->cfg.mbox_max : UINT32_MAX);
+      int r = limited ? send_pending(e, m, &word, rt->cfg.mbox_max,
+                                     rt->cfg.mbox_max_bytes / 1024)
+                      : send_pending(e, m, &word, UINT32_MAX, UINT64_MAX);
       if (r == 0) continue;
       return r > 0 ? 0 : refused(w);
     }

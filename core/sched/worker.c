@@ -71,6 +71,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   /* relaxed: ordered by the CAS above; no sender touches it after LIVE. */
   ty_msg *m = atomic_exchange_explicit(&e->pending, NULL, memory_order_relaxed);
   atomic_store_explicit(&e->npending, 0, memory_order_relaxed);
+  atomic_store_explicit(&e->kpending, 0, memory_order_relaxed);
   ty_msg *rev = NULL;
   while (m) { /* pending is newest first */
     ty_msg *next = (ty_msg *)m->node.next;
