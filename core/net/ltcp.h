@@ -25,7 +25,11 @@
  *
  * Writing: one send() straight from the Lua string; what the kernel did not
  * take is copied to the connection and sent by a backend op while the
- * writer waits. The worker never blocks.
+ * writer waits. The worker never blocks. Write-behind (io_uring only, turned
+ * on per connection by tycho.http): a write copies its bytes behind the send
+ * op and returns at once; the op's submission goes out with the worker's
+ * next io_uring_enter, batched with everything else of that loop turn
+ * (ltcp_write.c says how errors, ordering, backpressure and close work).
  *
  * TLS (ltls.h): a connection may carry an OpenSSL session working on
  * memory buffers. What arrives is ciphertext: it goes into the session,
@@ -106,6 +110,9 @@ typedef struct lt_conn {
   char *wb; /* unsent bytes of the current write: wb[woff..wlen) */
   size_t woff, wlen, wcap, wdirect; /* wdirect: sent before the op */
   int werr;                         /* sticky: a failed (or timed out) write */
+  char *wold; /* write-behind: the buffer the busy send still reads, kept
+                 until the op ends (wb was regrown under it) */
+  bool behind; /* write-behind: writes return once queued (ltcp_write.c) */
   int cres;                         /* connect's result */
   bool connecting, closed;
   bool detached; /* in its worker's list of detached connections (res) */
@@ -147,6 +154,11 @@ bool lt_conn_flushed(const lt_conn *c);
 void lt_conn_flush_now(lt_conn *c);
 /* The send op's callback (ltcp_write.c). */
 void lt_conn_on_write(ty__io_op *op, int res, const char *data);
+/* Turns write-behind on (io_uring, plain TCP only; false otherwise). */
+bool lt_conn_behind(lt_conn *c, bool on);
+/* Write-behind bytes still going out: tries (briefly) to finish them before
+ * the connection leaves its worker. True when nothing is left in flight. */
+bool lt_conn_settle_behind(lt_conn *c);
 /* conn:write, conn:shutdown (ltcp_write.c). */
 int lt_conn_l_write(lua_State *L);
 int lt_conn_l_shutdown(lua_State *L);
