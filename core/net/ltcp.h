@@ -180,6 +180,7 @@ typedef struct lt_waiter {
   struct lt_waiter *hnext, *hprev; /* handed a connection, not taken yet */
   bool listed, handed;             /* under mu */
   int fd;                          /* handed over (under mu); -1: nothing yet */
+  uint64_t until; /* the accept's own deadline (UINT64_MAX: none) */
   ty_actor *a;                     /* for its own worker */
   ty_pid pid;                      /* for the others: they nudge it */
   unsigned worker;
@@ -195,6 +196,15 @@ typedef struct lt_lslot {
   _Atomic bool uring; /* ... on an io_uring */
 } lt_lslot;
 
+/* Accepted, not taken yet: meant for `worker`'s acceptor until `at` is
+ * LT_QUEUE_KEEP_NS old (ltcp_listen.c, q_push). */
+typedef struct lt_qent {
+  int fd;
+  unsigned worker;
+  uint64_t at;
+} lt_qent;
+#define LT_QUEUE_KEEP_NS 1000000
+
 struct lt_listener {
   _Atomic int refs;    /* userdata, transit entries, busy ops, waiters, owner */
   _Atomic bool closed; /* set once by the creator, under mu */
@@ -204,8 +214,8 @@ struct lt_listener {
   lt_res res;                   /* in the creator's resources */
   lt_actor *owner;    /* the creator, until it closes it (its worker only) */
   pthread_mutex_t mu; /* guards q, err and the waiters */
-  int *q;             /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
-  unsigned qh, qn, qcap;
+  lt_qent *q;         /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
+  unsigned qh, qn, qcap, rr; /* rr: the worker the next one is meant for */
   int err;            /* an accept op failed: told to the next taker */
   lt_waiter *wh, *wt; /* oldest first */
   lt_waiter *handed;  /* waiters with a connection they have not taken */
