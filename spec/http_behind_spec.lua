@@ -87,7 +87,6 @@ for _, io in ipairs(IO.names) do
         local port = require("support.http_client").serve{ handler = function(req)
           return string.rep("z", tonumber(req.path:sub(2)))
         end }
-        local C = require "support.http_client"
         local me, n = tycho.self(), 20
         for i = 1, n do
           tycho.spawn(function(i, port, me)

@@ -110,10 +110,10 @@ typedef struct lt_conn {
   char *wb; /* unsent bytes of the current write: wb[woff..wlen) */
   size_t woff, wlen, wcap, wdirect; /* wdirect: sent before the op */
   int werr;                         /* sticky: a failed (or timed out) write */
-  char *wold; /* write-behind: the buffer the busy send still reads, kept
+  char *wold;  /* write-behind: the buffer the busy send still reads, kept
                  until the op ends (wb was regrown under it) */
   bool behind; /* write-behind: writes return once queued (ltcp_write.c) */
-  int cres;                         /* connect's result */
+  int cres;    /* connect's result */
   bool connecting, closed;
   bool detached; /* in its worker's list of detached connections (res) */
   bool moving;   /* leaving this worker: no re-arming */
@@ -181,8 +181,8 @@ typedef struct lt_waiter {
   bool listed, handed;             /* under mu */
   int fd;                          /* handed over (under mu); -1: nothing yet */
   uint64_t until; /* the accept's own deadline (UINT64_MAX: none) */
-  ty_actor *a;                     /* for its own worker */
-  ty_pid pid;                      /* for the others: they nudge it */
+  ty_actor *a;    /* for its own worker */
+  ty_pid pid;     /* for the others: they nudge it */
   unsigned worker;
   lt_listener *l;
 } lt_waiter;
@@ -216,9 +216,9 @@ struct lt_listener {
   pthread_mutex_t mu; /* guards q, err and the waiters */
   lt_qent *q;         /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
   unsigned qh, qn, qcap, rr; /* rr: the worker the next one is meant for */
-  int err;            /* an accept op failed: told to the next taker */
-  lt_waiter *wh, *wt; /* oldest first */
-  lt_waiter *handed;  /* waiters with a connection they have not taken */
+  int err;                   /* an accept op failed: told to the next taker */
+  lt_waiter *wh, *wt;        /* oldest first */
+  lt_waiter *handed;         /* waiters with a connection they have not taken */
   int backlog;
   /* Moving accepts off a stuck worker (ltcp_listen.c, lst_on_stuck): the
    * socket is replaced under the same descriptor; an accept op that ends

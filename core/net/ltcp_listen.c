@@ -470,8 +470,7 @@ enum { TAKE_NONE = 0, TAKE_FD, TAKE_CLOSED, TAKE_ERR, TAKE_LATER };
 
 /* Under mu: what an accept on worker `me` gets without waiting (any:
  * whichever worker an entry is meant for). */
-static int take_now(lt_listener *l, unsigned me, bool any, int *fd,
-                    int *err) {
+static int take_now(lt_listener *l, unsigned me, bool any, int *fd, int *err) {
   if (lst_closed(l)) return TAKE_CLOSED;
   uint64_t now = l->qn ? ty__now_ns() : 0;
   for (unsigned k = 0; k < l->qn; k++) {
@@ -592,7 +591,8 @@ static int l_accept(lua_State *L) {
   if ((r == TAKE_NONE || r == TAKE_LATER) && tmo != 0) {
     w = ty__xcalloc(1, sizeof *w);
     w->fd = -1;
-    w->until = tmo < 0 ? UINT64_MAX : ty_runtime_now_ns(lt_g.rt) + (uint64_t)tmo;
+    w->until =
+        tmo < 0 ? UINT64_MAX : ty_runtime_now_ns(lt_g.rt) + (uint64_t)tmo;
     w->a = a;
     w->pid = a->pid;
     w->worker = me;
