@@ -50,7 +50,8 @@
  * copy. Each worker on which an actor accepts keeps a multishot accept
  * armed on it; each accepted descriptor goes to the actor that has waited
  * longest, on whatever worker (a nudge message wakes it there), or to a
- * queue when nobody waits. So connections spread over the acceptors of
+ * queue when nobody waits, dealt to the accepting workers in turn (another
+ * worker's entry is taken only after LT_QUEUE_KEEP_NS). So connections spread over the acceptors of
  * every worker in turn, whichever worker's ring the kernel woke (it wakes
  * only one: io_uring's accept polls are exclusive), and none is stranded
  * on a worker where nobody accepts (as with one SO_REUSEPORT socket per

@@ -584,7 +584,9 @@ static int l_accept(lua_State *L) {
   int fd = -1, err = 0;
   lt_waiter *w = NULL;
   pthread_mutex_lock(&l->mu);
-  int r = take_now(l, me, tmo == 0, &fd, &err);
+  /* Virtual time (specs) would hold the short wait below until advanced. */
+  bool any = tmo == 0 || ty_runtime_is_virtual(lt_g.rt);
+  int r = take_now(l, me, any, &fd, &err);
   int64_t wait = tmo;
   if (r == TAKE_LATER && (tmo < 0 || tmo > LT_QUEUE_KEEP_NS))
     wait = LT_QUEUE_KEEP_NS; /* then anything queued is ours */
