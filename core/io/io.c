@@ -58,6 +58,10 @@ int ty__io_wait(ty__io *io, int64_t timeout_ns) {
   return io->vt->wait(io, timeout_ns);
 }
 
+void ty__io_submit(ty__io *io) {
+  if (io->vt->submit) io->vt->submit(io);
+}
+
 int ty__io_accept(ty__io *io, ty__io_op *op, int fd) {
   if (ty__io_op_busy(op)) return -EBUSY;
   return io->vt->accept(io, op, fd);

@@ -146,6 +146,16 @@ void ty__io_free(ty__io *io);
 int ty__io_wait(ty__io *io, int64_t timeout_ns);
 
 /*
+ * ty__io_submit - hand what is queued to the kernel now, without waiting and
+ * without running callbacks (those still come from ty__io_wait). io_uring:
+ * one io_uring_enter when submission entries are queued (a send on a socket
+ * with room completes inside it); epoll: nothing to do. For a caller that
+ * wants queued work (a write-behind send) out before something else, e.g.
+ * closing the socket.
+ */
+void ty__io_submit(ty__io *io);
+
+/*
  * ty__io_accept - accept connections on a listening socket, multishot.
  *
  * Each accepted connection calls back with its descriptor (non-blocking,

@@ -13,6 +13,7 @@
 typedef struct ty__io_vt {
   const char *name;
   int (*wait)(ty__io *io, int64_t timeout_ns);
+  void (*submit)(ty__io *io); /* NULL: nothing to submit (epoll) */
   int (*accept)(ty__io *io, ty__io_op *op, int fd);
   int (*recv)(ty__io *io, ty__io_op *op, int fd);
   int (*send)(ty__io *io, ty__io_op *op, int fd, const void *buf, size_t len);

@@ -366,6 +366,13 @@ static int u_wait(ty__io *io, int64_t timeout_ns) {
   return n;
 }
 
+static void u_submit(ty__io *io) {
+  uring_io *u = (uring_io *)io;
+  if (!io_uring_sq_ready(&u->ring)) return;
+  io_uring_submit(&u->ring);
+  u->base.st.enters++;
+}
+
 /* ---- operations -------------------------------------------------------- */
 
 static int u_accept(ty__io *io, ty__io_op *op, int fd) {
@@ -461,6 +468,7 @@ static void u_free(ty__io *io) {
 static const ty__io_vt uring_vt = {
     .name = "io_uring",
     .wait = u_wait,
+    .submit = u_submit,
     .accept = u_accept,
     .recv = u_recv,
     .send = u_send,

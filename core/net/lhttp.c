@@ -110,10 +110,20 @@ static int l_takeover(lua_State *L) {
     return luaL_error(L, "tycho.http: takeover without an upgrade request");
   p->ready = false;
   p->closing = p->taken = true;
+  /* The new protocol's writes wait for the kernel, as conn:write's do. */
+  if (c) lt_conn_behind(c, false);
   if (c && p->in_len > p->parsed)
     lt_conn_unread(c, p->in + p->parsed, p->in_len - p->parsed);
   p->parsed = p->in_len;
   push_out(L, p);
+  return 1;
+}
+
+/* behind(conn): the server's responses are written behind (ltcp_write.c):
+ * conn:write queues them on the send op and returns (io_uring only). */
+static int l_behind(lua_State *L) {
+  lt_conn *c = lt_conn_test(L, 1);
+  lua_pushboolean(L, c && lt_conn_behind(c, true));
   return 1;
 }
 
@@ -338,6 +348,7 @@ void lt_open_http(lua_State *L) {
                                    {"last", l_last},
                                    {"expired", l_expired},
                                    {"takeover", l_takeover},
+                                   {"behind", l_behind},
                                    {"timeout", l_timeout},
                                    {"reclaim", lt_http_reclaim},
                                    {"sweep", lt_http_sweep},

@@ -25,7 +25,11 @@
  *
  * Writing: one send() straight from the Lua string; what the kernel did not
  * take is copied to the connection and sent by a backend op while the
- * writer waits. The worker never blocks.
+ * writer waits. The worker never blocks. Write-behind (io_uring only, turned
+ * on per connection by tycho.http): a write copies its bytes behind the send
+ * op and returns at once; the op's submission goes out with the worker's
+ * next io_uring_enter, batched with everything else of that loop turn
+ * (ltcp_write.c says how errors, ordering, backpressure and close work).
  *
  * TLS (ltls.h): a connection may carry an OpenSSL session working on
  * memory buffers. What arrives is ciphertext: it goes into the session,
@@ -46,7 +50,8 @@
  * copy. Each worker on which an actor accepts keeps a multishot accept
  * armed on it; each accepted descriptor goes to the actor that has waited
  * longest, on whatever worker (a nudge message wakes it there), or to a
- * queue when nobody waits. So connections spread over the acceptors of
+ * queue when nobody waits, dealt to the accepting workers in turn (another
+ * worker's entry is taken only after LT_QUEUE_KEEP_NS). So connections spread over the acceptors of
  * every worker in turn, whichever worker's ring the kernel woke (it wakes
  * only one: io_uring's accept polls are exclusive), and none is stranded
  * on a worker where nobody accepts (as with one SO_REUSEPORT socket per
@@ -106,7 +111,10 @@ typedef struct lt_conn {
   char *wb; /* unsent bytes of the current write: wb[woff..wlen) */
   size_t woff, wlen, wcap, wdirect; /* wdirect: sent before the op */
   int werr;                         /* sticky: a failed (or timed out) write */
-  int cres;                         /* connect's result */
+  char *wold;  /* write-behind: the buffer the busy send still reads, kept
+                 until the op ends (wb was regrown under it) */
+  bool behind; /* write-behind: writes return once queued (ltcp_write.c) */
+  int cres;    /* connect's result */
   bool connecting, closed;
   bool detached; /* in its worker's list of detached connections (res) */
   bool moving;   /* leaving this worker: no re-arming */
@@ -147,6 +155,11 @@ bool lt_conn_flushed(const lt_conn *c);
 void lt_conn_flush_now(lt_conn *c);
 /* The send op's callback (ltcp_write.c). */
 void lt_conn_on_write(ty__io_op *op, int res, const char *data);
+/* Turns write-behind on (io_uring, plain TCP only; false otherwise). */
+bool lt_conn_behind(lt_conn *c, bool on);
+/* Write-behind bytes still going out: tries (briefly) to finish them before
+ * the connection leaves its worker. True when nothing is left in flight. */
+bool lt_conn_settle_behind(lt_conn *c);
 /* conn:write, conn:shutdown (ltcp_write.c). */
 int lt_conn_l_write(lua_State *L);
 int lt_conn_l_shutdown(lua_State *L);
@@ -168,8 +181,9 @@ typedef struct lt_waiter {
   struct lt_waiter *hnext, *hprev; /* handed a connection, not taken yet */
   bool listed, handed;             /* under mu */
   int fd;                          /* handed over (under mu); -1: nothing yet */
-  ty_actor *a;                     /* for its own worker */
-  ty_pid pid;                      /* for the others: they nudge it */
+  uint64_t until; /* the accept's own deadline (UINT64_MAX: none) */
+  ty_actor *a;    /* for its own worker */
+  ty_pid pid;     /* for the others: they nudge it */
   unsigned worker;
   lt_listener *l;
 } lt_waiter;
@@ -183,6 +197,15 @@ typedef struct lt_lslot {
   _Atomic bool uring; /* ... on an io_uring */
 } lt_lslot;
 
+/* Accepted, not taken yet: meant for `worker`'s acceptor until `at` is
+ * LT_QUEUE_KEEP_NS old (ltcp_listen.c, q_push). */
+typedef struct lt_qent {
+  int fd;
+  unsigned worker;
+  uint64_t at;
+} lt_qent;
+#define LT_QUEUE_KEEP_NS 1000000
+
 struct lt_listener {
   _Atomic int refs;    /* userdata, transit entries, busy ops, waiters, owner */
   _Atomic bool closed; /* set once by the creator, under mu */
@@ -192,11 +215,11 @@ struct lt_listener {
   lt_res res;                   /* in the creator's resources */
   lt_actor *owner;    /* the creator, until it closes it (its worker only) */
   pthread_mutex_t mu; /* guards q, err and the waiters */
-  int *q;             /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
-  unsigned qh, qn, qcap;
-  int err;            /* an accept op failed: told to the next taker */
-  lt_waiter *wh, *wt; /* oldest first */
-  lt_waiter *handed;  /* waiters with a connection they have not taken */
+  lt_qent *q;         /* accepted, nobody waiting: q[qh..qh+qn) mod qcap */
+  unsigned qh, qn, qcap, rr; /* rr: the worker the next one is meant for */
+  int err;                   /* an accept op failed: told to the next taker */
+  lt_waiter *wh, *wt;        /* oldest first */
+  lt_waiter *handed;         /* waiters with a connection they have not taken */
   int backlog;
   /* Moving accepts off a stuck worker (ltcp_listen.c, lst_on_stuck): the
    * socket is replaced under the same descriptor; an accept op that ends

@@ -17,6 +17,7 @@ void lt_conn_unref(lt_conn *c) {
   lt_tls_free(c->tls);
   free(c->rb);
   free(c->wb);
+  free(c->wold);
   free(c);
 }
 
@@ -74,6 +75,9 @@ void lt_conn_close(lt_conn *c) {
   if (c->reader) ty_actor_wake(c->reader);
   if (c->writer) ty_actor_wake(c->writer);
   if (c->io) {
+    /* Write-behind bytes queued in the ring go out first: a send the
+     * socket has room for ends inside the submit, before the cancel. */
+    if (ty__io_op_busy(&c->wop) && !c->connecting) ty__io_submit(c->io);
     ty__io_cancel(c->io, &c->rop);
     ty__io_cancel(c->io, &c->wop);
   }

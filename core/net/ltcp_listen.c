@@ -27,7 +27,7 @@ void lt_lst_ref(lt_listener *l) {
 /* Closes what was accepted and never taken (under mu, or unshared). */
 static void q_drain(lt_listener *l) {
   while (l->qn) {
-    close(l->q[l->qh]);
+    close(l->q[l->qh].fd);
     l->qh = (l->qh + 1) % l->qcap;
     l->qn--;
   }
@@ -59,17 +59,42 @@ static bool lst_closed(lt_listener *l) {
   return atomic_load_explicit(&l->closed, memory_order_acquire);
 }
 
+/* Queued connections are dealt to the accepting workers in turn: the
+ * worker whose ring took a burst would otherwise take it all (its acceptor
+ * loops back to the queue while the others are still being woken), and
+ * with keep-alive clients that imbalance lasts as long as the connections
+ * (bench/results-http.md: half the throughput in some runs). An entry no
+ * one took for LT_QUEUE_KEEP_NS goes to any taker (take_now), so none is
+ * stranded on a worker that stopped accepting. Under mu. */
 static void q_push(lt_listener *l, int fd) {
   if (l->qn == l->qcap) {
     unsigned cap = l->qcap ? l->qcap * 2 : ACCEPT_QUEUE;
-    int *q = ty__xmalloc(cap * sizeof *q);
+    lt_qent *q = ty__xmalloc(cap * sizeof *q);
     for (unsigned k = 0; k < l->qn; k++) q[k] = l->q[(l->qh + k) % l->qcap];
     free(l->q);
     l->q = q;
     l->qh = 0;
     l->qcap = cap;
   }
-  l->q[(l->qh + l->qn++) % l->qcap] = fd;
+  unsigned w = 0;
+  for (unsigned k = 0; k < l->n; k++) {
+    w = (l->rr + k) % l->n;
+    /* relaxed: a hint; a wrong one costs LT_QUEUE_KEEP_NS at most. */
+    if (atomic_load_explicit(&l->slots[w].used, memory_order_relaxed)) break;
+  }
+  l->rr = w + 1;
+  l->q[(l->qh + l->qn++) % l->qcap] =
+      (lt_qent){.fd = fd, .worker = w, .at = ty__now_ns()};
+}
+
+/* Takes entry k of the queue out (under mu). */
+static int q_take(lt_listener *l, unsigned k) {
+  int fd = l->q[(l->qh + k) % l->qcap].fd;
+  for (; k > 0; k--)
+    l->q[(l->qh + k) % l->qcap] = l->q[(l->qh + k - 1) % l->qcap];
+  l->qh = (l->qh + 1) % l->qcap;
+  l->qn--;
+  return fd;
 }
 
 static void waiter_link(lt_listener *l, lt_waiter *w) {
@@ -440,23 +465,27 @@ int lt_tcp_listen(lua_State *L) {
   return 1;
 }
 
-enum { TAKE_NONE = 0, TAKE_FD, TAKE_CLOSED, TAKE_ERR };
+/* TAKE_LATER: only other workers' entries are queued (q_push). */
+enum { TAKE_NONE = 0, TAKE_FD, TAKE_CLOSED, TAKE_ERR, TAKE_LATER };
 
-/* Under mu: what an accept gets without waiting. */
-static int take_now(lt_listener *l, int *fd, int *err) {
+/* Under mu: what an accept on worker `me` gets without waiting (any:
+ * whichever worker an entry is meant for). */
+static int take_now(lt_listener *l, unsigned me, bool any, int *fd, int *err) {
   if (lst_closed(l)) return TAKE_CLOSED;
-  if (l->qn) {
-    *fd = l->q[l->qh];
-    l->qh = (l->qh + 1) % l->qcap;
-    l->qn--;
-    return TAKE_FD;
+  uint64_t now = l->qn ? ty__now_ns() : 0;
+  for (unsigned k = 0; k < l->qn; k++) {
+    const lt_qent *e = &l->q[(l->qh + k) % l->qcap];
+    if (any || e->worker == me || now - e->at >= LT_QUEUE_KEEP_NS) {
+      *fd = q_take(l, k);
+      return TAKE_FD;
+    }
   }
   if (l->err) {
     *err = l->err;
     l->err = 0;
     return TAKE_ERR;
   }
-  return TAKE_NONE;
+  return l->qn ? TAKE_LATER : TAKE_NONE;
 }
 
 /* A connection of the caller for an accepted fd (TLS: its session waits
@@ -505,15 +534,19 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
   lt_waiter *w = la->ext_ctx;
   lt_listener *l = w->l;
   int fd = -1, err = 0, r = TAKE_FD;
+  /* A timeout may be the short one of l_accept (TAKE_LATER): then the
+   * entries meant for others had their time, and any is taken. */
+  bool expired = timed_out && ty_runtime_now_ns(lt_g.rt) >= w->until;
   drop_nudges(a);
   pthread_mutex_lock(&l->mu);
   handed_unlink(l, w);
   if (w->fd >= 0) fd = w->fd; /* handed over, even if closed since */
-  else r = take_now(l, &fd, &err);
-  if (r == TAKE_NONE && !timed_out) {
+  else r = take_now(l, w->worker, timed_out, &fd, &err);
+  if ((r == TAKE_NONE || r == TAKE_LATER) && !expired) {
     if (!w->listed) waiter_link(l, w); /* woken for an error someone took */
     pthread_mutex_unlock(&l->mu);
     slot_arm(&l->slots[w->worker]);
+    if (timed_out) la->deadline_ns = w->until == UINT64_MAX ? 0 : w->until;
     return lt_net_rewait(a, la);
   }
   waiter_unlink(l, w);
@@ -551,10 +584,17 @@ static int l_accept(lua_State *L) {
   int fd = -1, err = 0;
   lt_waiter *w = NULL;
   pthread_mutex_lock(&l->mu);
-  int r = take_now(l, &fd, &err);
-  if (r == TAKE_NONE && tmo != 0) {
+  /* Virtual time (specs) would hold the short wait below until advanced. */
+  bool any = tmo == 0 || ty_runtime_is_virtual(lt_g.rt);
+  int r = take_now(l, me, any, &fd, &err);
+  int64_t wait = tmo;
+  if (r == TAKE_LATER && (tmo < 0 || tmo > LT_QUEUE_KEEP_NS))
+    wait = LT_QUEUE_KEEP_NS; /* then anything queued is ours */
+  if ((r == TAKE_NONE || r == TAKE_LATER) && tmo != 0) {
     w = ty__xcalloc(1, sizeof *w);
     w->fd = -1;
+    w->until =
+        tmo < 0 ? UINT64_MAX : ty_runtime_now_ns(lt_g.rt) + (uint64_t)tmo;
     w->a = a;
     w->pid = a->pid;
     w->worker = me;
@@ -569,7 +609,7 @@ static int l_accept(lua_State *L) {
   lt_lst_ref(l);
   lt_actor *la = a->user;
   la->ext_cancel = accept_cancel;
-  return lt_yield_ext(L, "tcp accept", accept_wake, w, tmo);
+  return lt_yield_ext(L, "tcp accept", accept_wake, w, wait);
 }
 
 /* listener:close(): the creator's copy closes it for every actor; any

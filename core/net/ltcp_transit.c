@@ -60,7 +60,11 @@ static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
                          : "cannot send a tcp listener to another node");
   void *ud = lua_touserdata(L, idx);
   if (kind == LT_H_CONN) {
-    const char *why = conn_stuck(((conn_ud *)ud)->c, ud);
+    lt_conn *c = ((conn_ud *)ud)->c;
+    /* Write-behind bytes still going out: let them, and the new owner
+     * writes as conn:write always does. */
+    if (c && !c->closed && lt_conn_settle_behind(c)) lt_conn_behind(c, false);
+    const char *why = conn_stuck(c, ud);
     if (why) return hook_fail(err, errlen, why);
   } else if (!((lst_ud *)ud)->l) {
     return hook_fail(err, errlen, "cannot send a closed tcp listener");

@@ -91,9 +91,19 @@ void lt_conn_flush_now(lt_conn *c) {
   c->woff = c->wlen = 0;
 }
 
+/* A send failed (err) or could not be armed. With write-behind nobody
+ * waits for it: ending the stream both ways wakes the reader (end of
+ * file), so the connection closes instead of waiting for a next request. */
+static void send_failed(lt_conn *c, int err) {
+  if (!c->werr) c->werr = err;
+  if (c->behind && !c->closed && err != -ECANCELED) shutdown(c->fd, SHUT_RDWR);
+}
+
 void lt_conn_on_write(ty__io_op *op, int res, const char *data) {
   (void)data;
   lt_conn *c = op->ud;
+  free(c->wold); /* the op that read it has ended */
+  c->wold = NULL;
   if (c->connecting) {
     c->connecting = false;
     c->cres = res;
@@ -103,10 +113,10 @@ void lt_conn_on_write(ty__io_op *op, int res, const char *data) {
       int err =
           ty__io_send(c->io, op, c->fd, c->wb + c->woff, c->wlen - c->woff);
       if (!err) return; /* the op's reference carries over */
-      if (!c->werr) c->werr = err;
+      send_failed(c, err);
     }
-  } else if (!c->werr) {
-    c->werr = res ? res : -EPIPE;
+  } else {
+    send_failed(c, res ? res : -EPIPE);
   }
   maybe_shut(c);
   wake_writer(c);
@@ -232,6 +242,101 @@ static int tls_write(lua_State *L, lt_conn *c, ty_actor *a) {
   return wait_write(L, c, a);
 }
 
+/* ---- write-behind ------------------------------------------------------
+ * With c->behind (io_uring, plain TCP: tycho.http turns it on), a write
+ * copies its bytes to wb behind the send op and returns true at once; the
+ * op's submission goes out with the worker's next io_uring_enter, which
+ * also waits for the next request, so a response costs no system call of
+ * its own, and the peer the send wakes runs while this worker waits
+ * instead of preempting it mid-turn (bench/results-http.md).
+ * - Order: one send op at a time; bytes written while it is busy are
+ *   appended to wb and go out when it ends (lt_conn_on_write re-arms it).
+ *   A plain write that finds the op busy queues the same way, then waits.
+ * - Memory: past WB_HIGH queued bytes a write waits until all is out (the
+ *   send timeout applies): a peer that does not read holds at most
+ *   WB_HIGH plus one write per connection.
+ * - Errors: a failed send makes later writes fail (werr) and ends the
+ *   stream (send_failed), so the reader wakes and the connection closes.
+ * - Close: conn:close submits what is queued first (a send on a socket
+ *   with room completes inside the submit); shutdown("send") waits for the
+ *   queued bytes (shut_wr, as TLS does); a connection that moves to
+ *   another actor first lets its queued bytes out (lt_conn_settle_behind).
+ */
+#define WB_HIGH (256 * 1024)
+
+bool lt_conn_behind(lt_conn *c, bool on) {
+  c->behind = on && !c->tls && c->io && ty__io_kind(c->io) == TY_IO_URING;
+  return c->behind;
+}
+
+/* Room for n more bytes at wb + wlen. The bytes a busy op reads never
+ * move: a larger buffer takes a copy of wb[woff..wlen) and the old one
+ * stays (wold) until the op ends; a buffer in between is nobody's. */
+static void behind_room(lt_conn *c, size_t n) {
+  bool busy = ty__io_op_busy(&c->wop);
+  size_t left = c->wlen - c->woff;
+  if (!busy && c->woff) {
+    memmove(c->wb, c->wb + c->woff, left);
+    c->woff = 0;
+    c->wlen = left;
+  }
+  if (c->wcap - c->wlen >= n) return;
+  size_t cap = 2 * (left + n) < 4096 ? 4096 : 2 * (left + n);
+  char *nb = ty__xmalloc(cap);
+  if (left) memcpy(nb, c->wb + c->woff, left);
+  if (busy && !c->wold) c->wold = c->wb;
+  else free(c->wb);
+  c->wb = nb;
+  c->wcap = cap;
+  c->woff = 0;
+  c->wlen = left;
+}
+
+/* nil, token, 0: the bytes of an earlier write failed, none of this one
+ * went out. */
+static int behind_fail(lua_State *L, int err) {
+  lua_pushnil(L);
+  lua_pushstring(L, lt_net_errtok(err));
+  lua_pushnumber(L, 0);
+  return 3;
+}
+
+/* A write with write-behind on, or while queued bytes are still going out. */
+static int write_behind(lua_State *L, lt_conn *c, ty_actor *a) {
+  int top = lua_gettop(L);
+  for (int i = 2; i <= top; i++) luaL_checklstring(L, i, NULL);
+  for (int i = 2; i <= top; i++) {
+    size_t n;
+    const char *s = lua_tolstring(L, i, &n);
+    behind_room(c, n);
+    memcpy(c->wb + c->wlen, s, n);
+    c->wlen += n;
+  }
+  c->wdirect = 0;
+  if (!ty__io_op_busy(&c->wop) && c->woff < c->wlen) {
+    int err =
+        ty__io_send(c->io, &c->wop, c->fd, c->wb + c->woff, c->wlen - c->woff);
+    if (err) {
+      c->werr = err;
+      c->woff = c->wlen = 0;
+      return behind_fail(L, err);
+    }
+    c->refs++; /* the op */
+  }
+  if (c->behind && c->wlen - c->woff <= WB_HIGH) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  return wait_write(L, c, a);
+}
+
+bool lt_conn_settle_behind(lt_conn *c) {
+  if (c->writer || c->connecting) return !ty__io_op_busy(&c->wop);
+  /* A few turns: a send the socket has room for ends in the first. */
+  for (int i = 0; i < 4 && ty__io_op_busy(&c->wop); i++) ty__io_wait(c->io, 0);
+  return !ty__io_op_busy(&c->wop);
+}
+
 /* conn:write(data, ...) -> true | nil, err, bytes_sent */
 int lt_conn_l_write(lua_State *L) {
   lt_conn *c = lt_conn_check(L);
@@ -240,6 +345,10 @@ int lt_conn_l_write(lua_State *L) {
   luaL_checklstring(L, 2, NULL);
   if (c->writer) return lt_push_fail(L, "busy");
   if (c->tls) return tls_write(L, c, a);
+  if (c->behind || ty__io_op_busy(&c->wop)) {
+    if (c->werr) return behind_fail(L, c->werr);
+    return write_behind(L, c, a);
+  }
   c->woff = c->wlen = c->wdirect = 0;
   /* Before write_data: a cancelled send may still read the buffer. */
   if (c->werr) return write_fail(L, c, lt_net_errtok(c->werr));
@@ -283,9 +392,11 @@ int lt_conn_l_shutdown(lua_State *L) {
                       "tcp shutdown: how must be \"send\", \"receive\" "
                       "or \"both\", not '%s'",
                       how);
-  if (c->tls && h != SHUT_RD) {
-    lt_tls_close_notify(c);
-    lt_conn_pump(c);
+  if (h != SHUT_RD && (c->tls || !lt_conn_flushed(c))) {
+    if (c->tls) {
+      lt_tls_close_notify(c);
+      lt_conn_pump(c);
+    }
     if (!lt_conn_flushed(c)) {
       c->shut_wr = true;
       h = h == SHUT_RDWR ? SHUT_RD : -1;

@@ -223,6 +223,7 @@ local function handler_traceback(e) return traceback(text(e), 2) end
 -- and a function when the handler of an upgrade request took it over.
 local function converse(c, p, handler, A)
   local read_some, write = c.read_some, c.write
+  hc.behind(c) -- responses go out with the worker's next wait (io_uring)
   local tmo = timeout(p)
   while true do
     local data, rerr = read_some(c, READ_MAX, tmo)
