@@ -19,9 +19,9 @@
  * late by half a tick on average (0.5 ms at 1 ms, measured by
  * bench/lua/timers.lua), and the worker parks until the tick with ns
  * precision (park.c), so the tick is what a sleep is late by. A finer tick
- * costs a wake-up per occupied tick for timers spread over time (at 100 us
- * bench/lua/timers.lua made 20-25k context switches, 2.4k at 1 ms, and spent
- * 1.6x the CPU time) and makes the cascades
+ * costs a wake-up per occupied tick for timers spread over time
+ * (bench/lua/timers.lua: 20-25k context switches at 100 us, about 10k at
+ * 250 us, 2.9k at 1 ms; bench/results-timers.md) and makes the cascades
  * bigger: at 250 us a second is 4000 ticks, within level 1 (64 ticks a
  * slot), so timers of up to a second cascade once, a slot of 16 ms at a
  * time; at 100 us they sat in level 2 and a slot of 410 ms cascaded in one
