@@ -136,10 +136,11 @@ static bool work_visible(ty_worker *w) {
   return false;
 }
 
-/* A timer falls due within ns: the park wakes for it as soon as a spin
- * would end. Spinning anyway cost a spin per wheel tick with timers spread
- * over time (bench/lua/timers.lua: twice the CPU, and the due timers waited
- * for the spin to end, which does not fire them). */
+/* A timer falls due within ns. The spin then buys little: the worker wakes
+ * within a tick anyway, and a due timer would wait for the spin to end (the
+ * spin does not fire timers). With timers spread over time (a tick each),
+ * spinning after every tick cost more CPU than the wakes themselves
+ * (bench/results-timers.md). */
 static bool timer_within(ty_worker *w, uint64_t ns) {
   uint64_t next = ty__wheel_next_deadline(&w->wheel);
   if (next == UINT64_MAX) return false;
@@ -158,7 +159,8 @@ static bool timer_within(ty_worker *w, uint64_t ns) {
  */
 bool ty__spin_for_work(ty_worker *w) {
   uint64_t spin = w->rt->cfg.spin_ns;
-  if (!spin || w->rt->n == 1 || timer_within(w, spin)) return false;
+  if (!spin || w->rt->n == 1 || timer_within(w, spin + TY__TICK_NS))
+    return false;
   ty__publish_all(w);
   uint64_t until = ty__now_ns() + spin;
   for (unsigned i = 1;; i++) {
