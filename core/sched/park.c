@@ -155,7 +155,8 @@ static bool timer_within(ty_worker *w, uint64_t ns) {
  * spinner that sees stealable work must first become a searcher (at most
  * half the workers search) before the loop lets it steal. Every 256 turns
  * the spinner yields the CPU, so that on an oversubscribed machine it does
- * not keep a busy worker off its core. No spin when a timer is due sooner.
+ * not keep a busy worker off its core. No spin when a timer falls due
+ * within the spin and a tick (timer_within).
  */
 bool ty__spin_for_work(ty_worker *w) {
   uint64_t spin = w->rt->cfg.spin_ns;
