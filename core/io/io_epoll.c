@@ -23,8 +23,11 @@
  *   fires (the worker reads it too; whoever is first wins).
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io_impl.h"
@@ -268,14 +271,29 @@ static int ms_of(int64_t ns) {
   return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
+/* epoll_wait takes whole ms, rounded up: a timer tick of 250 us (timer.h)
+ * would be late by up to 1 ms. epoll_pwait2 (Linux 5.11) takes ns; an older
+ * kernel says ENOSYS once and we fall back to ms. */
+static int wait_events(epoll_io *e, struct epoll_event *evs, int64_t ns) {
+  static _Atomic bool no_pwait2; /* relaxed: a hint; a racer retries once */
+  if (ns > 0 && !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+    struct timespec ts = {.tv_sec = ns / 1000000000,
+                          .tv_nsec = ns % 1000000000};
+    int got = epoll_pwait2(e->epfd, evs, MAX_EVENTS, &ts, NULL);
+    if (got >= 0 || errno != ENOSYS) return got;
+    atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+  }
+  return epoll_wait(e->epfd, evs, MAX_EVENTS, ns == 0 ? 0 : ms_of(ns));
+}
+
 static int e_wait(ty__io *io, int64_t timeout_ns) {
   epoll_io *e = (epoll_io *)io;
   int n = run_list(e);
-  int tmo = timeout_ns == 0 || n || e->run_head ? 0 : ms_of(timeout_ns);
+  int64_t tmo = timeout_ns == 0 || n || e->run_head ? 0 : timeout_ns;
   /* Nothing armed and nothing to wait for: skip the system call. */
   if (tmo == 0 && !e->busy) return n;
   struct epoll_event evs[MAX_EVENTS];
-  int got = epoll_wait(e->epfd, evs, MAX_EVENTS, tmo);
+  int got = wait_events(e, evs, tmo);
   e->base.st.enters++;
   for (int i = 0; i < got; i++) on_event(e, &evs[i]);
   return n + run_list(e);

@@ -356,7 +356,7 @@ void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
   uint64_t at = ty_runtime_now_ns(w->rt) + (uint64_t)timeout_ns;
   /* Round up: a timer never fires before its time. */
-  ty__wheel_insert(&w->wheel, &a->timer, (at + 999999) / 1000000);
+  ty__wheel_insert(&w->wheel, &a->timer, ty__tick_up(at));
 }
 
 bool ty_actor_timed_out(const ty_actor *a) {
@@ -364,13 +364,14 @@ bool ty_actor_timed_out(const ty_actor *a) {
 }
 
 bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
-  ty__timer *t = ty__wheel_poll(&w->wheel, now_ns / 1000000);
+  ty__timer *t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
   bool any = t != NULL, sent = false;
   /* Under virtual time an interval is filed again at its next instant even
    * when that is due too (mtimer.c): poll until nothing is left. */
   bool again = ty_runtime_is_virtual(w->rt);
   for (;;) {
-    if (!t && again && any) t = ty__wheel_poll(&w->wheel, now_ns / 1000000);
+    if (!t && again && any)
+      t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
     if (!t) break;
     ty__timer *next = t->next; /* before a message timer is filed again */
     if (t->kind == TY__TIMER_MSG) {

@@ -79,7 +79,7 @@ void ty__mtimer_free_table(ty_worker *w) {
 static void arm(ty_worker *w, ty__mtimer *t) {
   uint64_t at = t->base_ns + t->k * t->period_ns;
   /* Round up: a timer never fires before its time. */
-  ty__wheel_insert(&w->wheel, &t->t, (at + 999999) / 1000000);
+  ty__wheel_insert(&w->wheel, &t->t, ty__tick_up(at));
 }
 
 /* Out of the wheel, the owner's list and the table; frees it. The message

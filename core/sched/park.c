@@ -66,7 +66,7 @@ static int64_t park_timeout(ty_worker *w) {
   int64_t t = -1;
   if (next != UINT64_MAX) {
     uint64_t now = ty_runtime_now_ns(w->rt);
-    uint64_t at = next * 1000000;
+    uint64_t at = next * TY__TICK_NS;
     t = at > now ? (int64_t)(at - now) : 0;
   }
   if (w->overflowing && (t < 0 || t > OVERFLOW_PARK_NS)) t = OVERFLOW_PARK_NS;
@@ -136,6 +136,17 @@ static bool work_visible(ty_worker *w) {
   return false;
 }
 
+/* A timer falls due within ns. The spin then buys little: the worker wakes
+ * within a tick anyway, and a due timer would wait for the spin to end (the
+ * spin does not fire timers). With timers spread over time (a tick each),
+ * spinning after every tick cost more CPU than the wakes themselves
+ * (bench/results-timers.md). */
+static bool timer_within(ty_worker *w, uint64_t ns) {
+  uint64_t next = ty__wheel_next_deadline(&w->wheel);
+  if (next == UINT64_MAX) return false;
+  return next * TY__TICK_NS <= ty_runtime_now_ns(w->rt) + ns;
+}
+
 /*
  * Before parking, an idle worker watches for work for up to spin_ns (I/O is
  * not polled: measured with wrk, polling it here tripled p99): a message
@@ -144,11 +155,13 @@ static bool work_visible(ty_worker *w) {
  * spinner that sees stealable work must first become a searcher (at most
  * half the workers search) before the loop lets it steal. Every 256 turns
  * the spinner yields the CPU, so that on an oversubscribed machine it does
- * not keep a busy worker off its core.
+ * not keep a busy worker off its core. No spin when a timer falls due
+ * within the spin and a tick (timer_within).
  */
 bool ty__spin_for_work(ty_worker *w) {
   uint64_t spin = w->rt->cfg.spin_ns;
-  if (!spin || w->rt->n == 1) return false;
+  if (!spin || w->rt->n == 1 || timer_within(w, spin + TY__TICK_NS))
+    return false;
   ty__publish_all(w);
   uint64_t until = ty__now_ns() + spin;
   for (unsigned i = 1;; i++) {

@@ -143,8 +143,9 @@ void ty_runtime_virtual(ty_runtime *rt) {
   /* release: vnow is published before the flag that makes workers read it;
    * seq_cst on the flag is not needed: a worker that still reads the real
    * clock once more reads a time just before vnow. */
-  /* On a whole ms: timers are filed in ms, rounded up, so that a timer of
-   * whole seconds falls due exactly when that many seconds are advanced. */
+  /* On a whole ms: timers are filed in ticks that divide 1 ms, rounded up
+   * (timer.h), so that a timer of whole ms falls due exactly when that much
+   * time is advanced. */
   uint64_t now = ty__now_ns() - rt->t0_ns;
   atomic_store_explicit(&rt->vnow, (now / 1000000 + 1) * 1000000,
                         memory_order_release);

@@ -1,9 +1,9 @@
 /*
  * timer.c - the hierarchical timing wheel of timer.h.
  *
- * Filing. A timer is filed under a `key` in ms: its deadline, raised to the
+ * Filing. A timer is filed under a `key` in ticks: its deadline, raised to the
  * wheel's time if already due, lowered to the horizon if too far (key_for).
- * Read ms as base-64 digits; the timer goes to level L = the highest digit in
+ * Read ticks as base-64 digits; the timer goes to level L = the highest digit in
  * which key and `elapsed` differ, slot = digit L of key. So level L holds
  * exactly the timers that share elapsed's 64^(L+1) block but not its 64^L
  * block, and two orders come for free:
@@ -12,14 +12,14 @@
  *   - within a level, slots run forward from elapsed's own digit, so the next
  *     one is a rotate of the bitmap by that digit and a count of trailing
  *     zeros, and its start is elapsed's block advanced by that distance.
- * A level-0 slot holds a single ms; a higher slot starts at or before all of
+ * A level-0 slot holds a single tick; a higher slot starts at or before all of
  * its timers, which is why it is emptied (cascaded) the moment the wheel
  * reaches its start: each timer is filed again, now in a lower level.
  *
- * The horizon. Six digits cover 2^36 ms, but elapsed sits somewhere inside
+ * The horizon. Six digits cover 2^36 ticks, but elapsed sits somewhere inside
  * its top-level block, so a key 2^36 ahead would wrap onto elapsed's own top
  * digit. Keys are therefore capped at the end of the 63rd top-level slot after
- * elapsed's (at least 2^36 - 2^30 ms ahead), and the top level is read as a
+ * elapsed's (at least 2^36 - 2^30 ticks ahead), and the top level is read as a
  * ring: slot distances there are taken mod 64. A capped timer keeps its real
  * deadline; when the wheel reaches its slot it is filed again, further on, so
  * it waits in the top level as long as needed and still never fires early.
@@ -32,7 +32,7 @@
 #define LEVEL_BITS 6
 #define SLOT_MASK ((uint64_t)TY__WHEEL_SLOTS - 1)
 #define TOP_LEVEL (TY__WHEEL_LEVELS - 1)
-#define TOP_SLOT_MS ((uint64_t)1 << (LEVEL_BITS * TOP_LEVEL)) /* 2^30 */
+#define TOP_SLOT_TICKS ((uint64_t)1 << (LEVEL_BITS * TOP_LEVEL)) /* 2^30 */
 #define TOP_SLOTS_AHEAD ((uint64_t)TY__WHEEL_SLOTS - 1)
 
 #if TY__WHEEL_SLOTS != 64
@@ -44,8 +44,8 @@ typedef struct {
   ty__timer *head, *tail;
 } fired_chain;
 
-static unsigned digit(uint64_t ms, unsigned level) {
-  return (unsigned)((ms >> (level * LEVEL_BITS)) & SLOT_MASK);
+static unsigned digit(uint64_t tick, unsigned level) {
+  return (unsigned)((tick >> (level * LEVEL_BITS)) & SLOT_MASK);
 }
 
 static uint64_t rotate_right(uint64_t x, unsigned n) {
@@ -59,10 +59,11 @@ static unsigned level_for(uint64_t elapsed, uint64_t key) {
   return level < TOP_LEVEL ? level : TOP_LEVEL;
 }
 
-/* The ms a deadline is filed under (see "The horizon" above). */
+/* The tick a deadline is filed under (see "The horizon" above). */
 static uint64_t key_for(uint64_t elapsed, uint64_t deadline) {
-  uint64_t top_start = elapsed & ~(TOP_SLOT_MS - 1);
-  uint64_t cap = top_start + TOP_SLOTS_AHEAD * TOP_SLOT_MS + (TOP_SLOT_MS - 1);
+  uint64_t top_start = elapsed & ~(TOP_SLOT_TICKS - 1);
+  uint64_t cap =
+      top_start + TOP_SLOTS_AHEAD * TOP_SLOT_TICKS + (TOP_SLOT_TICKS - 1);
   if (cap < top_start) cap = UINT64_MAX;   /* clock near 2^64: saturate */
   if (deadline <= elapsed) return elapsed; /* due: the current level-0 slot */
   return deadline < cap ? deadline : cap;
@@ -111,7 +112,7 @@ static ty__timer *slot_take(ty__wheel *w, unsigned level, unsigned slot) {
   return head;
 }
 
-/* The earliest occupied slot and the ms it starts at; false if empty. */
+/* The earliest occupied slot and the tick it starts at; false if empty. */
 static bool next_slot(const ty__wheel *w, unsigned *level, uint64_t *start) {
   for (unsigned l = 0; l < TY__WHEEL_LEVELS; l++) {
     if (w->occupied[l] == 0) continue;
@@ -160,7 +161,7 @@ static ty__timer *sort_by_deadline(ty__timer *list) {
   return merge_by_deadline(sort_by_deadline(list), sort_by_deadline(back));
 }
 
-/* A level-0 slot is one ms, except the one at elapsed, which also takes timers
+/* A level-0 slot is one tick, except the one at elapsed, which also takes timers
  * inserted when already due; only then does the batch need sorting. */
 static void fire(ty__wheel *w, ty__timer *list, fired_chain *out) {
   if (!sorted_by_deadline(list)) list = sort_by_deadline(list);
@@ -185,13 +186,13 @@ static void cascade(ty__wheel *w, ty__timer *list) {
   }
 }
 
-void ty__wheel_init(ty__wheel *w, uint64_t now_ms) {
-  *w = (ty__wheel){.elapsed = now_ms};
+void ty__wheel_init(ty__wheel *w, uint64_t now_tick) {
+  *w = (ty__wheel){.elapsed = now_tick};
 }
 
-void ty__wheel_insert(ty__wheel *w, ty__timer *t, uint64_t deadline_ms) {
+void ty__wheel_insert(ty__wheel *w, ty__timer *t, uint64_t deadline) {
   ty__assert(!t->armed);
-  t->deadline = deadline_ms;
+  t->deadline = deadline;
   t->armed = true;
   w->count++;
   wheel_file(w, t);
@@ -208,23 +209,23 @@ void ty__wheel_cancel(ty__wheel *w, ty__timer *t) {
   w->count--;
 }
 
-ty__timer *ty__wheel_poll(ty__wheel *w, uint64_t now_ms) {
+ty__timer *ty__wheel_poll(ty__wheel *w, uint64_t now) {
   fired_chain out = {NULL, NULL};
   unsigned level;
   uint64_t start;
-  if (now_ms < w->elapsed) now_ms = w->elapsed; /* the wheel never goes back */
-  /* Jump slot to slot, not ms to ms: a poll after hours of sleep costs one
+  if (now < w->elapsed) now = w->elapsed; /* the wheel never goes back */
+  /* Jump slot to slot, not tick to tick: a poll after hours of sleep costs one
    * step per occupied slot (and per cascade), however far it goes. A timer
-   * beyond the horizon adds one step per ~2^36 ms jumped (it is re-filed). */
-  while (next_slot(w, &level, &start) && start <= now_ms) {
+   * beyond the horizon adds one step per ~2^36 ticks jumped (it is re-filed). */
+  while (next_slot(w, &level, &start) && start <= now) {
     w->elapsed = start;
     ty__timer *list = slot_take(w, level, digit(start, level));
     if (level == 0) fire(w, list, &out);
     else cascade(w, list);
   }
-  /* Safe: every slot left starts after now_ms, so each timer keeps its level
+  /* Safe: every slot left starts after now, so each timer keeps its level
    * and slot relative to the new time. */
-  w->elapsed = now_ms;
+  w->elapsed = now;
   return out.head;
 }
 

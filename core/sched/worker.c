@@ -381,7 +381,7 @@ static void worker_begin(ty_worker *w) {
   ty_runtime *rt = w->rt;
   ty__tls_worker = w;
   ty__alloc_thread_init();
-  ty__wheel_init(&w->wheel, ty_runtime_now_ns(rt) / 1000000);
+  ty__wheel_init(&w->wheel, ty__tick_down(ty_runtime_now_ns(rt)));
   w->batch_start_ns = ty_runtime_now_ns(rt);
   if (rt->cfg.pin && !w->here) pin_to_cpu(w); /* a borrowed thread stays */
   if (ty__io_new(w->wake_fd, rt->cfg.io, &w->io))

@@ -17,6 +17,7 @@
   X(wheel_cancel, 10)                                                          \
   X(wheel_levels, 10)                                                          \
   X(wheel_stress, 60)                                                          \
+  X(wheel_ticks, 30)                                                           \
   X(rt_start_stop, 30)                                                         \
   X(rt_spawn, 60)                                                              \
   X(rt_spawn_external, 60)                                                     \

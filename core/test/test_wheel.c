@@ -491,3 +491,43 @@ TEST_IMPL(wheel_stress) {
   free(s.heap.a);
   return 0;
 }
+
+/* ns deadlines on tick wheels (deliver.c, mtimer.c, park.c): filed with
+ * ty__tick_up, polled with ty__tick_down, parked for next * TY__TICK_NS.
+ * Never early, late by less than a tick, and exact for whole ms (virtual
+ * time advances by whole ms from a whole ms: runtime.c). */
+TEST_IMPL(wheel_ticks) {
+  CHECK_EQ(1000000 % TY__TICK_NS, 0);
+  uint64_t rng = 12345;
+  for (int i = 0; i < 100000; i++) {
+    uint64_t now = ty__rand_next(&rng) % (1ull << 50);
+    uint64_t d = ty__rand_next(&rng) % 2000000000ull; /* 0..2 s */
+    if (i % 4 == 0) d -= d % 1000000;                 /* whole ms */
+    if (i % 8 == 0) now -= now % 1000000;
+    uint64_t at = now + d;
+    CHECK(ty__tick_up(at) * TY__TICK_NS >= at);
+    CHECK(ty__tick_up(at) * TY__TICK_NS < at + TY__TICK_NS);
+    CHECK(ty__tick_down(at) * TY__TICK_NS <= at);
+    CHECK(ty__tick_down(at) * TY__TICK_NS + TY__TICK_NS > at);
+    if (at % 1000000 == 0) CHECK_EQ(ty__tick_up(at), ty__tick_down(at));
+
+    ty__wheel w;
+    ty__timer t;
+    memset(&t, 0, sizeof t);
+    ty__wheel_init(&w, ty__tick_down(now));
+    ty__wheel_insert(&w, &t, ty__tick_up(at));
+    /* What park.c sleeps until: a slot's start (a cascade, nothing fires)
+     * at most once per level, then at the deadline's tick. */
+    uint64_t park_at = ty__wheel_next_deadline(&w) * TY__TICK_NS;
+    for (int l = 0; park_at < at && l < TY__WHEEL_LEVELS; l++) {
+      CHECK(ty__wheel_poll(&w, ty__tick_down(park_at)) == NULL);
+      park_at = ty__wheel_next_deadline(&w) * TY__TICK_NS;
+    }
+    CHECK(park_at >= at && park_at < at + TY__TICK_NS);
+    if (d > 0) CHECK(ty__wheel_poll(&w, ty__tick_down(at - 1)) == NULL);
+    CHECK(ty__wheel_poll(&w, ty__tick_down(park_at)) == &t);
+    CHECK(!ty__timer_armed(&t));
+    CHECK(wheel_empty(&w));
+  }
+  return 0;
+}
