@@ -111,5 +111,9 @@ int ty__codec_put_nil(ty__buf *b);
  * nothing. */
 int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
                    size_t errlen);
+/* The same, and *bytes gets the size the encoding would have had (what a
+ * direct message weighs in its receiver's mailbox: ldirect.c). */
+int ty__codec_copy_sized(lua_State *L, int first, int n, size_t max_bytes,
+                         size_t *bytes, char *err, size_t errlen);
 
 #endif

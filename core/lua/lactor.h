@@ -41,6 +41,11 @@ enum {
   LT_AUX_NOPROC = 2,
 };
 
+/* ty_msg.mark of a direct message (ldirect.c): between actors of one
+ * worker, its payload names Lua values kept in the worker's state, not
+ * encoded bytes. */
+#define LT_MARK_DIRECT 1u
+
 /* What a suspended actor waits for. */
 /* LT_W_FULL: yielded after a send refused by a full mailbox, so that the
  * receiver may drain it; resumes with nil, "full". */
@@ -196,12 +201,37 @@ lt_actor *lt_forks_orphan(lt_actor *la);
 /* Takes the first ordinary message (send or call) out of a's mailbox,
  * leaving signals in place and dropping late replies; NULL if none. */
 ty_msg *lt_take_msg(ty_actor *a);
+/* Pushes m's values onto L (decoded, or handed over: ldirect.c) and
+ * returns how many, or -1 with err for a malformed encoding. */
+int lt_msg_values(lua_State *L, ty_msg *m, char *err, size_t errlen);
 /* Decodes m onto L and frees it (la->inflight covers a decode that
  * raises); returns the count of values pushed. */
 int lt_decode_msg(lua_State *L, lt_actor *la, ty_msg *m);
 /* Resources an actor owns (lt_res_remove is safe to call twice). */
 void lt_res_add(lt_actor *la, lt_res *r);
 void lt_res_remove(lt_actor *la, lt_res *r);
+
+/* ---- ldirect.c ---------------------------------------------------------- */
+
+/* Creates the worker's table of direct values; returns its registry ref. */
+int lt_direct_store(lua_State *L);
+/* A message carrying copies of the n values at L[first..] for `to`, when
+ * `to` is an actor of this worker: the copy has the codec's semantics and
+ * is charged to the receiver. NULL when it cannot go direct (another
+ * worker or node, a value the copy refuses, memory): the caller then
+ * encodes, which gives the codec's error or moves the handles. */
+ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n);
+/* Pushes a direct message's values onto L and returns how many; the
+ * message no longer holds them. */
+int lt_direct_push(lua_State *L, ty_msg *m);
+static inline bool lt_msg_direct(const ty_msg *m) {
+  return m->mark == LT_MARK_DIRECT;
+}
+/* Direct messages whose values wait on this worker (specs look). */
+int lt_direct_count(void);
+/* A message that will never be read: its direct values, or the handles in
+ * its encoding, are let go (on its worker, for a direct one). */
+void lt_msg_release(ty_msg *m);
 
 /* ---- lserve.c ----------------------------------------------------------- */
 

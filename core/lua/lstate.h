@@ -48,6 +48,10 @@ typedef struct lt_worker {
   } copool[LT_COPOOL];
   int ncopool;
   unsigned id; /* the worker's index (ty_worker_id) */
+  /* Registry ref of the table that holds the values of direct messages
+   * (ldirect.c) until their receivers take them; slots are luaL_refs. */
+  int direct_ref;
+  uint32_t direct_live; /* slots in use there (tycho.core._direct_count) */
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */

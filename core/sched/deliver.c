@@ -184,7 +184,9 @@ void ty__drain_inbox(ty_worker *w) {
 
 /* ---- mailboxes --------------------------------------------------------- */
 
-static uint64_t msg_bytes(const ty_msg *m) { return sizeof *m + m->cap; }
+static uint64_t msg_bytes(const ty_msg *m) {
+  return sizeof *m + m->cap + m->held;
+}
 
 /* The full flag lives in the pid table, where senders on other workers look
  * (ty_send_limited). It is set when the mailbox reaches a limit and cleared

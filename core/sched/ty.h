@@ -88,6 +88,14 @@ struct ty_msg {
   uint64_t aux; /* binding-defined */
   uint32_t len; /* payload bytes in data[] */
   uint32_t cap; /* allocated payload bytes */
+  /* Bytes the binding keeps elsewhere for this message (a message between
+   * actors of one worker holds Lua values, not bytes: their encoded size),
+   * counted in its receiver's mailbox bytes like payload. 0 by default. */
+  uint32_t held;
+  /* Binding-defined, for a message that never leaves its worker (unlike
+   * aux, nothing that builds a message from another carries it over: 0 on
+   * every message that crossed a ring, a node or a timer). */
+  uint32_t mark;
   char data[];
 };
 

@@ -1,0 +1,165 @@
+/*
+ * ldirect.c - messages between actors of one worker, handed over without the
+ * codec (docs/architecture.md, "Messages within a worker").
+ *
+ * Sender and receiver share one Lua state, so a copy made on the sender's
+ * stack is a value the receiver can hold. The copy is the codec's
+ * (ty__codec_copy_sized: the same walk, checks, errors and size limit as
+ * encode), made while the sender runs but charged to the receiver, as the
+ * decode it replaces would be. Until the receiver takes them the values sit
+ * in a per-worker table (one luaL_ref slot per message: the value itself
+ * for one value, a table of them for several); the message that names the
+ * slot goes through the receiver's one mailbox like any other, so it keeps
+ * its place among encoded messages (per-pair FIFO, selective takes) and
+ * meets the same limits: its mailbox weight is the size its encoding would
+ * have had (ty_msg.held).
+ *
+ * Whatever the copy refuses (a function, a cycle, too deep, too big, a
+ * userdata, a handle that must move) goes the codec's way instead, which
+ * gives the codec's own error or moves the handle.
+ */
+#include <string.h>
+
+#include "lactor.h"
+#include "lrun.h"
+#include "lstate.h"
+
+/* The payload: the slot in the worker's table and the count of values. */
+typedef struct dpay {
+  int ref; /* LUA_NOREF once taken or released; LUA_REFNIL: one nil */
+  int n;
+} dpay;
+
+int lt_direct_store(lua_State *L) {
+  lua_createtable(L, 64, 1);
+  /* luaL_ref's free list lives at [0]: present from the start, so that
+   * luaL_unref never allocates (a take or a release cannot fail half way). */
+  lua_pushinteger(L, 0);
+  lua_rawseti(L, -2, 0);
+  return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* Frees slot ref of the table (nothing for LUA_NOREF, LUA_REFNIL). */
+static void unref(lt_worker *lw, int ref) {
+  if (ref < 0) return;
+  lua_State *L = lw->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lw->direct_ref);
+  luaL_unref(L, -1, ref);
+  lua_pop(L, 1);
+  lw->direct_live--;
+}
+
+int lt_direct_count(void) {
+  lt_worker *lw = lt_worker_get();
+  return lw ? (int)lw->direct_live : 0;
+}
+
+/* Replaces the n values on top of L with one: the value itself, or a table
+ * of them (nils as holes: the count travels in the payload). */
+static void pack(lua_State *L, int n) {
+  if (n == 1) return;
+  int base = lua_gettop(L) - n;
+  lua_createtable(L, n, 0);
+  for (int i = 1; i <= n; i++) {
+    lua_pushvalue(L, base + i);
+    lua_rawseti(L, -2, i);
+  }
+  lua_replace(L, base + 1);
+  lua_settop(L, base + 1);
+}
+
+/* Strings at least this long are shared rather than copied twice. */
+#define DIRECT_STR_MIN 64
+
+/* Is the direct way worth it? Scalars and short strings encode and decode
+ * in less than a slot in the table costs (measured: bench/results-direct.md),
+ * so only tables and long strings take it. */
+static bool worth_it(lua_State *L, int first, int n) {
+  for (int i = first; i < first + n; i++) {
+    int t = lua_type(L, i);
+    if (t == LUA_TTABLE) return true;
+    if (t == LUA_TSTRING && lua_objlen(L, i) >= DIRECT_STR_MIN) return true;
+  }
+  return false;
+}
+
+ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n) {
+  if (!worth_it(L, first, n)) return NULL;
+  ty_actor *ra = ty_actor_local(to);
+  if (!ra || !ra->user) return NULL;
+  lt_worker *lw = lt_worker_get();
+  lt_actor *rla = ra->user;
+  if (n < 0) n = 0;
+  int top = lua_gettop(L);
+  size_t bytes = 0;
+  char err[1]; /* the codec path tells the reason */
+  lt_charge *was = lt_mem_lend(&lw->heap, lt_charge_of(rla));
+  int r = ty__codec_copy_sized(L, first, n, lt_g.max_message, &bytes, err,
+                               sizeof err);
+  int ref = LUA_NOREF;
+  if (r > 0) {
+    pack(L, n);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->direct_ref);
+    lua_insert(L, -2);
+    ref = luaL_ref(L, -2);
+    lw->direct_live += ref >= 0;
+  }
+  lt_mem_lend_end(&lw->heap, was);
+  lua_settop(L, top);
+  if (r < 0) return NULL;
+  ty_msg *m = ty_msg_try_new(sizeof(dpay));
+  dpay p = {ref, n};
+  if (!m) { /* no message names the slot: free it */
+    unref(lw, ref);
+    return NULL;
+  }
+  memcpy(m->data, &p, sizeof p);
+  m->mark = LT_MARK_DIRECT;
+  m->held = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+  return m;
+}
+
+int lt_direct_push(lua_State *L, ty_msg *m) {
+  dpay p;
+  memcpy(&p, m->data, sizeof p);
+  if (p.n <= 0 || p.ref == LUA_NOREF) return 0;
+  lt_worker *lw = lt_worker_get();
+  /* The copy was refused to the receiver's budget (lt_mem_lend): as its
+   * decode would, this fails now (any growth is refused: LuaJIT raises
+   * "not enough memory", and the actor ends with "memory"). */
+  lt_charge *c = lw->heap.cur;
+  if (c && c->doomed) {
+    lua_createtable(L, 1, 0);
+    lua_pop(L, 1);
+  }
+  luaL_checkstack(L, p.n + 2, "too many values in a message");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lw->direct_ref);
+  lua_rawgeti(L, -1, p.ref);
+  int ref = p.ref;
+  p.ref = LUA_NOREF; /* taken: a release after a failure does nothing */
+  memcpy(m->data, &p, sizeof p);
+  luaL_unref(L, -2, ref);
+  lw->direct_live -= ref >= 0;
+  lua_remove(L, -2);
+  if (p.n == 1) return 1;
+  int t = lua_gettop(L);
+  for (int i = 1; i <= p.n; i++) lua_rawgeti(L, t, i);
+  lua_remove(L, t);
+  return p.n;
+}
+
+void lt_msg_release(ty_msg *m) {
+  if (!lt_msg_direct(m)) {
+    ty__codec_release(m->data, m->len);
+    return;
+  }
+  dpay p;
+  memcpy(&p, m->data, sizeof p);
+  lt_worker *lw = lt_worker_get();
+  /* A direct message never leaves its worker: released there, or (a worker
+   * abandoned by a stop) never, with its state. */
+  if (p.ref < 0 || !lw) return;
+  unref(lw, p.ref);
+  p.ref = LUA_NOREF;
+  memcpy(m->data, &p, sizeof p);
+}
