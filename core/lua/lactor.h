@@ -213,8 +213,9 @@ void lt_res_remove(lt_actor *la, lt_res *r);
 
 /* ---- ldirect.c ---------------------------------------------------------- */
 
-/* Creates the worker's table of direct values; returns its registry ref. */
-int lt_direct_store(lua_State *L);
+/* Creates the coroutine that holds the worker's direct values (*holder);
+ * returns its registry ref. */
+int lt_direct_store(lua_State *L, lua_State **holder);
 /* A message carrying copies of the n values at L[first..] for `to`, when
  * `to` is an actor of this worker: the copy has the codec's semantics and
  * is charged to the receiver. NULL when it cannot go direct (another

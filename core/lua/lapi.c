@@ -452,12 +452,15 @@ static int l_direct_count(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"spawn", l_spawn}, {"self", l_self},
-    {"send", l_send},   {"recv", l_recv},
-    {"call", l_call},   {"call_timeout", l_call_timeout},
-    {"reply", l_reply}, {"response", l_response},
-    {"_direct_count", l_direct_count},
-    {NULL, NULL}};
+static const luaL_Reg funcs[] = {{"spawn", l_spawn},
+                                 {"self", l_self},
+                                 {"send", l_send},
+                                 {"recv", l_recv},
+                                 {"call", l_call},
+                                 {"call_timeout", l_call_timeout},
+                                 {"reply", l_reply},
+                                 {"response", l_response},
+                                 {"_direct_count", l_direct_count},
+                                 {NULL, NULL}};
 
 void lt_open_api(lua_State *L) { luaL_register(L, NULL, funcs); }

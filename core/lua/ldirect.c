@@ -7,8 +7,8 @@
  * (ty__codec_copy_sized: the same walk, checks, errors and size limit as
  * encode), made while the sender runs but charged to the receiver, as the
  * decode it replaces would be. Until the receiver takes them the values sit
- * in a per-worker table (one luaL_ref slot per message: the value itself
- * for one value, a table of them for several); the message that names the
+ * on a per-worker holder stack (one slot per message: the value itself for
+ * one value, a table of them for several); the message that names the
  * slot goes through the receiver's one mailbox like any other, so it keeps
  * its place among encoded messages (per-pair FIFO, selective takes) and
  * meets the same limits: its mailbox weight is the size its encoding would
@@ -24,29 +24,65 @@
 #include "lrun.h"
 #include "lstate.h"
 
-/* The payload: the slot in the worker's table and the count of values. */
+/* The payload: the slot on the holder's stack and the count of values. */
 typedef struct dpay {
-  int ref; /* LUA_NOREF once taken or released; LUA_REFNIL: one nil */
+  int slot; /* 0 once taken or released */
   int n;
 } dpay;
 
-int lt_direct_store(lua_State *L) {
-  lua_createtable(L, 64, 1);
-  /* luaL_ref's free list lives at [0]: present from the start, so that
-   * luaL_unref never allocates (a take or a release cannot fail half way). */
-  lua_pushinteger(L, 0);
-  lua_rawseti(L, -2, 0);
+/* The values wait on the stack of a coroutine of the worker's state that
+ * never runs (the holder): a slot is a stack index, free slots are listed
+ * in C, and the stack is emptied whenever nothing waits. Measured against a
+ * table of luaL_refs (bench/results-direct.md): stack slots cost no table
+ * lookup. A LuaJIT stack holds some 65,000 values: past HOLDER_MAX waiting,
+ * messages are encoded. */
+#define HOLDER_MAX 60000
+
+int lt_direct_store(lua_State *L, lua_State **holder) {
+  *holder = lua_newthread(L);
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-/* Frees slot ref of the table (nothing for LUA_NOREF, LUA_REFNIL). */
-static void unref(lt_worker *lw, int ref) {
-  if (ref < 0) return;
-  lua_State *L = lw->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lw->direct_ref);
-  luaL_unref(L, -1, ref);
-  lua_pop(L, 1);
-  lw->direct_live--;
+/* Frees a slot: its value is dropped. Out of memory for the free list, the
+ * slot stays taken until the stack empties. */
+static void unref(lt_worker *lw, int slot) {
+  if (slot <= 0) return;
+  lua_State *h = lw->holder;
+  if (--lw->direct_live == 0) { /* nothing waits: start afresh */
+    lua_settop(h, 0);
+    lw->nfree = 0;
+    return;
+  }
+  lua_pushnil(h);
+  lua_replace(h, slot);
+  if (lw->nfree == lw->capfree) {
+    uint32_t cap = lw->capfree ? 2 * lw->capfree : 64;
+    int *v = realloc(lw->free_slots, cap * sizeof *v);
+    if (!v) return;
+    lw->free_slots = v;
+    lw->capfree = cap;
+  }
+  lw->free_slots[lw->nfree++] = slot;
+}
+
+/* A slot for the value on top of L (popped), or 0 (left there) when the
+ * holder is full. */
+static int take_slot(lt_worker *lw, lua_State *L) {
+  lua_State *h = lw->holder;
+  /* Room for this value and one more: a take pushes a copy first. */
+  if (!lua_checkstack(h, 2)) return 0;
+  if (lw->nfree) {
+    int s = lw->free_slots[--lw->nfree];
+    lua_xmove(L, h, 1);
+    lua_replace(h, s);
+    lw->direct_live++;
+    return s;
+  }
+  int top = lua_gettop(h);
+  if (top >= HOLDER_MAX) return 0;
+  lua_xmove(L, h, 1);
+  lw->direct_live++;
+  return top + 1;
 }
 
 int lt_direct_count(void) {
@@ -69,7 +105,7 @@ static void pack(lua_State *L, int n) {
 }
 
 /* Strings at least this long are shared rather than copied twice. */
-#define DIRECT_STR_MIN 64
+#define DIRECT_STR_MIN 256
 
 /* Is the direct way worth it? Scalars and short strings encode and decode
  * in less than a slot in the table costs (measured: bench/results-direct.md),
@@ -96,21 +132,18 @@ ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n) {
   lt_charge *was = lt_mem_lend(&lw->heap, lt_charge_of(rla));
   int r = ty__codec_copy_sized(L, first, n, lt_g.max_message, &bytes, err,
                                sizeof err);
-  int ref = LUA_NOREF;
+  int slot = 0;
   if (r > 0) {
     pack(L, n);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, lw->direct_ref);
-    lua_insert(L, -2);
-    ref = luaL_ref(L, -2);
-    lw->direct_live += ref >= 0;
+    slot = take_slot(lw, L);
   }
   lt_mem_lend_end(&lw->heap, was);
   lua_settop(L, top);
-  if (r < 0) return NULL;
+  if (r < 0 || (r > 0 && !slot)) return NULL;
   ty_msg *m = ty_msg_try_new(sizeof(dpay));
-  dpay p = {ref, n};
+  dpay p = {slot, n};
   if (!m) { /* no message names the slot: free it */
-    unref(lw, ref);
+    unref(lw, slot);
     return NULL;
   }
   memcpy(m->data, &p, sizeof p);
@@ -122,7 +155,7 @@ ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n) {
 int lt_direct_push(lua_State *L, ty_msg *m) {
   dpay p;
   memcpy(&p, m->data, sizeof p);
-  if (p.n <= 0 || p.ref == LUA_NOREF) return 0;
+  if (p.n <= 0 || p.slot <= 0) return 0;
   lt_worker *lw = lt_worker_get();
   /* The copy was refused to the receiver's budget (lt_mem_lend): as its
    * decode would, this fails now (any growth is refused: LuaJIT raises
@@ -133,14 +166,12 @@ int lt_direct_push(lua_State *L, ty_msg *m) {
     lua_pop(L, 1);
   }
   luaL_checkstack(L, p.n + 2, "too many values in a message");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lw->direct_ref);
-  lua_rawgeti(L, -1, p.ref);
-  int ref = p.ref;
-  p.ref = LUA_NOREF; /* taken: a release after a failure does nothing */
+  lua_pushvalue(lw->holder, p.slot);
+  lua_xmove(lw->holder, L, 1);
+  int slot = p.slot;
+  p.slot = 0; /* taken: a release after a failure does nothing */
   memcpy(m->data, &p, sizeof p);
-  luaL_unref(L, -2, ref);
-  lw->direct_live -= ref >= 0;
-  lua_remove(L, -2);
+  unref(lw, slot);
   if (p.n == 1) return 1;
   int t = lua_gettop(L);
   for (int i = 1; i <= p.n; i++) lua_rawgeti(L, t, i);
@@ -158,8 +189,8 @@ void lt_msg_release(ty_msg *m) {
   lt_worker *lw = lt_worker_get();
   /* A direct message never leaves its worker: released there, or (a worker
    * abandoned by a stop) never, with its state. */
-  if (p.ref < 0 || !lw) return;
-  unref(lw, p.ref);
-  p.ref = LUA_NOREF;
+  if (p.slot <= 0 || !lw) return;
+  unref(lw, p.slot);
+  p.slot = 0;
   memcpy(m->data, &p, sizeof p);
 }

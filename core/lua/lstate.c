@@ -288,7 +288,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   ty__buf_init(&lw->buf);
   lw->fncache_ref = new_weak_table(lw->L, NULL);
   lw->dumpcache_ref = new_weak_table(lw->L, "k");
-  lw->direct_ref = lt_direct_store(lw->L);
+  lw->direct_ref = lt_direct_store(lw->L, &lw->holder);
   lw->next_ref = ((uint64_t)ty_worker_id(w) << 48) + 1;
   ty_worker_set_data(w, lw);
   lt_tls_worker = lw;
@@ -336,6 +336,7 @@ void lt_state_exit(ty_worker *w, void *ud) {
   lt_mem_flush();
   lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
+  free(lw->free_slots);
   free(lw);
   ty_worker_set_data(w, NULL);
   lt_tls_worker = NULL;
