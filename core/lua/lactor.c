@@ -348,11 +348,6 @@ static int push_timeout(lua_State *co) {
   return 2;
 }
 
-int lt_msg_values(lua_State *L, ty_msg *m, char *err, size_t errlen) {
-  if (lt_msg_direct(m)) return lt_direct_push(L, m);
-  return ty__codec_decode(L, m->data, m->len, err, errlen);
-}
-
 static int decode_into(lua_State *co, ty_msg *m) {
   char err[256];
   int n = lt_msg_values(co, m, err, sizeof err);

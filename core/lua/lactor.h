@@ -201,9 +201,6 @@ lt_actor *lt_forks_orphan(lt_actor *la);
 /* Takes the first ordinary message (send or call) out of a's mailbox,
  * leaving signals in place and dropping late replies; NULL if none. */
 ty_msg *lt_take_msg(ty_actor *a);
-/* Pushes m's values onto L (decoded, or handed over: ldirect.c) and
- * returns how many, or -1 with err for a malformed encoding. */
-int lt_msg_values(lua_State *L, ty_msg *m, char *err, size_t errlen);
 /* Decodes m onto L and frees it (la->inflight covers a decode that
  * raises); returns the count of values pushed. */
 int lt_decode_msg(lua_State *L, lt_actor *la, ty_msg *m);
@@ -221,12 +218,35 @@ int lt_direct_store(lua_State *L, lua_State **holder);
  * is charged to the receiver. NULL when it cannot go direct (another
  * worker or node, a value the copy refuses, memory): the caller then
  * encodes, which gives the codec's error or moves the handles. */
-ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n);
+ty_msg *lt_direct_copy(lua_State *L, ty_pid to, int first, int n);
+/* Strings at least this long are shared rather than copied twice. */
+#define LT_DIRECT_STR_MIN 256
+/* lt_direct_copy when it is worth it: scalars and short strings encode and
+ * decode in less time than a slot costs (bench/results-direct.md), so only
+ * tables and long strings go direct. Inline: the usual message is a few
+ * scalars, and this is on the path of every send, call and reply. */
+static inline ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first,
+                                    int n) {
+  for (int i = first; i < first + n; i++) {
+    int t = lua_type(L, i);
+    if (t == LUA_TTABLE ||
+        (t == LUA_TSTRING && lua_objlen(L, i) >= LT_DIRECT_STR_MIN))
+      return lt_direct_copy(L, to, first, n);
+  }
+  return NULL;
+}
 /* Pushes a direct message's values onto L and returns how many; the
  * message no longer holds them. */
 int lt_direct_push(lua_State *L, ty_msg *m);
 static inline bool lt_msg_direct(const ty_msg *m) {
   return m->mark == LT_MARK_DIRECT;
+}
+/* Pushes m's values onto L (decoded, or handed over: ldirect.c) and
+ * returns how many, or -1 with err for a malformed encoding. */
+static inline int lt_msg_values(lua_State *L, ty_msg *m, char *err,
+                                size_t errlen) {
+  if (lt_msg_direct(m)) return lt_direct_push(L, m);
+  return ty__codec_decode(L, m->data, m->len, err, errlen);
 }
 /* Direct messages whose values wait on this worker (specs look). */
 int lt_direct_count(void);

@@ -104,23 +104,7 @@ static void pack(lua_State *L, int n) {
   lua_settop(L, base + 1);
 }
 
-/* Strings at least this long are shared rather than copied twice. */
-#define DIRECT_STR_MIN 256
-
-/* Is the direct way worth it? Scalars and short strings encode and decode
- * in less than a slot in the table costs (measured: bench/results-direct.md),
- * so only tables and long strings take it. */
-static bool worth_it(lua_State *L, int first, int n) {
-  for (int i = first; i < first + n; i++) {
-    int t = lua_type(L, i);
-    if (t == LUA_TTABLE) return true;
-    if (t == LUA_TSTRING && lua_objlen(L, i) >= DIRECT_STR_MIN) return true;
-  }
-  return false;
-}
-
-ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n) {
-  if (!worth_it(L, first, n)) return NULL;
+ty_msg *lt_direct_copy(lua_State *L, ty_pid to, int first, int n) {
   ty_actor *ra = ty_actor_local(to);
   if (!ra || !ra->user) return NULL;
   lt_worker *lw = lt_worker_get();
