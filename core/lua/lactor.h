@@ -225,8 +225,7 @@ ty_msg *lt_direct_copy(lua_State *L, ty_pid to, int first, int n);
  * decode in less time than a slot costs (bench/results-direct.md), so only
  * tables and long strings go direct. Inline: the usual message is a few
  * scalars, and this is on the path of every send, call and reply. */
-static inline ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first,
-                                    int n) {
+static inline ty_msg *lt_direct_new(lua_State *L, ty_pid to, int first, int n) {
   for (int i = first; i < first + n; i++) {
     int t = lua_type(L, i);
     if (t == LUA_TTABLE ||
