@@ -289,9 +289,8 @@ static int l_send(lua_State *L) {
 
 void lt_wait_for(lt_cur c, int what, int64_t timeout_ns, uint64_t ref) {
   c.la->wait = (uint8_t)what;
-  c.la->deadline_ns =
-      timeout_ns >= 0 ? ty_runtime_now_ns(lt_g.rt) + timeout_ns : 0;
-  ty_actor_wait(c.a, timeout_ns, ref);
+  /* One look at the clock per wait (a call waits with its timeout). */
+  c.la->deadline_ns = ty_actor_wait(c.a, timeout_ns, ref);
 }
 
 static int l_recv(lua_State *L) {
