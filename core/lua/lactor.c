@@ -311,6 +311,15 @@ static int start_actor(lt_actor *la) {
 
 /* ---- resuming ----------------------------------------------------------- */
 
+/* A reply that came after its call ended: dropped (out of line: rare, and
+ * lt_take_msg is on every recv's path). */
+__attribute__((noinline, cold)) static void drop_late(ty_actor *a, ty_msg *prev,
+                                                      ty_msg *m) {
+  ty_mbox_remove(a, prev, m);
+  lt_msg_release(m);
+  ty_msg_free(m);
+}
+
 ty_msg *lt_take_msg(ty_actor *a) {
   ty_msg *prev = NULL, *m = ty_mbox_first(a);
   while (m) {
@@ -322,9 +331,7 @@ ty_msg *lt_take_msg(ty_actor *a) {
     if (m->kind >= TY_MSG_SIGNAL) {
       prev = m; /* left for process_signals */
     } else {
-      ty_mbox_remove(a, prev, m); /* a reply that came after its call ended */
-      if (lt_msg_direct(m)) lt_msg_release(m);
-      ty_msg_free(m);
+      drop_late(a, prev, m);
     }
     m = next;
   }
