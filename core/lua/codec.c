@@ -593,6 +593,12 @@ static int cp_table(cp *c, int src, int depth) {
 
 int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
                    size_t errlen) {
+  size_t bytes;
+  return ty__codec_copy_sized(L, first, n, max_bytes, &bytes, err, errlen);
+}
+
+int ty__codec_copy_sized(lua_State *L, int first, int n, size_t max_bytes,
+                         size_t *bytes, char *err, size_t errlen) {
   cp c;
   int top = lua_gettop(L);
   first = abs_index(L, first);
@@ -609,6 +615,7 @@ int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
       return -1;
     }
   }
+  *bytes = c.size;
   return n < 0 ? 0 : n;
 }
 

@@ -5,9 +5,10 @@
  * numbers, strings, the null sentinel (a NULL light userdata) and tables of
  * those; pids are plain numbers. A message
  * that crosses workers is encoded into bytes on the sender's Lua state and
- * decoded on the receiver's; one between actors of the same worker is deep
- * copied in place (ty__codec_copy), with exactly the errors encode+decode
- * would give, so an actor cannot tell where its peer lives.
+ * decoded on the receiver's; one between actors of the same worker that
+ * holds a table or a long string is deep copied in place (ty__codec_copy,
+ * from core/lua/ldirect.c), with exactly the errors encode+decode would
+ * give, so an actor cannot tell where its peer lives.
  *
  * Semantics shared by the three operations:
  *  - a table cycle is an error; a sub-table referenced twice (shared but not
@@ -111,5 +112,9 @@ int ty__codec_put_nil(ty__buf *b);
  * nothing. */
 int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
                    size_t errlen);
+/* The same, and *bytes gets the size the encoding would have had (what a
+ * direct message weighs in its receiver's mailbox: ldirect.c). */
+int ty__codec_copy_sized(lua_State *L, int first, int n, size_t max_bytes,
+                         size_t *bytes, char *err, size_t errlen);
 
 #endif

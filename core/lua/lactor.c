@@ -176,6 +176,17 @@ int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
 
 int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
                   const char *fname) {
+  ty_msg *m = lt_direct_new(L, to, first, n); /* a caller of this worker */
+  if (m) {
+    m->to = to;
+    m->kind = LT_REPLY;
+    m->ref = ref;
+    if (ty_send(lt_g.rt, m)) { /* it ended meanwhile: it times out */
+      lt_msg_release(m);
+      ty_msg_free(m);
+    }
+    return 0;
+  }
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
@@ -300,6 +311,15 @@ static int start_actor(lt_actor *la) {
 
 /* ---- resuming ----------------------------------------------------------- */
 
+/* A reply that came after its call ended: dropped (out of line: rare, and
+ * lt_take_msg is on every recv's path). */
+__attribute__((noinline, cold)) static void drop_late(ty_actor *a, ty_msg *prev,
+                                                      ty_msg *m) {
+  ty_mbox_remove(a, prev, m);
+  lt_msg_release(m);
+  ty_msg_free(m);
+}
+
 ty_msg *lt_take_msg(ty_actor *a) {
   ty_msg *prev = NULL, *m = ty_mbox_first(a);
   while (m) {
@@ -311,8 +331,7 @@ ty_msg *lt_take_msg(ty_actor *a) {
     if (m->kind >= TY_MSG_SIGNAL) {
       prev = m; /* left for process_signals */
     } else {
-      ty_mbox_remove(a, prev, m); /* a reply that came after its call ended */
-      ty_msg_free(m);
+      drop_late(a, prev, m);
     }
     m = next;
   }
@@ -338,7 +357,7 @@ static int push_timeout(lua_State *co) {
 
 static int decode_into(lua_State *co, ty_msg *m) {
   char err[256];
-  int n = ty__codec_decode(co, m->data, m->len, err, sizeof err);
+  int n = lt_msg_values(co, m, err, sizeof err);
   if (n < 0) {
     lua_pushnil(co);
     lua_pushfstring(co, "bad message: %s", err);
@@ -387,7 +406,10 @@ static int wake_call(lua_State *L, ty_actor *a, lt_actor *la) {
     ty_msg_free(m);
     return 2;
   }
-  if (m) ty_msg_free(m); /* carries the ref but is no reply: cannot be */
+  if (m) { /* carries the ref but is no reply: cannot be */
+    lt_msg_release(m);
+    ty_msg_free(m);
+  }
   if (ty_actor_timed_out(a)) return push_timeout(L);
   return rewait(a, la, la->call_ref);
 }

@@ -261,7 +261,7 @@ static int send_to(dest d, ty_msg *m) {
  * coroutine), so that a sender retrying in a loop lets the receiver, or the
  * other actors of its worker, run. */
 static int send_failed(lua_State *L, lt_cur c, ty_msg *m, int rc) {
-  ty__codec_release(m->data, m->len);
+  lt_msg_release(m);
   ty_msg_free(m);
   if (rc != -ENOBUFS) return lt_push_fail(L, "noproc");
   if (L != c.la->co) return lt_push_fail(L, "full");
@@ -273,7 +273,8 @@ static int l_send(lua_State *L) {
   lt_cur c = lt_current(L, "send");
   dest d = check_dest(L, 1, 0, "send");
   if (!d.pid && !d.svc) return lt_push_fail(L, "noproc");
-  ty_msg *m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
+  ty_msg *m = d.svc ? NULL : lt_direct_new(L, d.pid, 2, lua_gettop(L) - 1);
+  if (!m) m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
   if (!m) return lt_push_fail(L, "nomem");
   m->kind = LT_MSG;
   /* Traced before it leaves: the event precedes anything it causes. */
@@ -288,9 +289,8 @@ static int l_send(lua_State *L) {
 
 void lt_wait_for(lt_cur c, int what, int64_t timeout_ns, uint64_t ref) {
   c.la->wait = (uint8_t)what;
-  c.la->deadline_ns =
-      timeout_ns >= 0 ? ty_runtime_now_ns(lt_g.rt) + timeout_ns : 0;
-  ty_actor_wait(c.a, timeout_ns, ref);
+  /* One look at the clock per wait (a call waits with its timeout). */
+  c.la->deadline_ns = ty_actor_wait(c.a, timeout_ns, ref);
 }
 
 static int l_recv(lua_State *L) {
@@ -302,7 +302,7 @@ static int l_recv(lua_State *L) {
     lua_settop(L, 0);
     char err[256];
     c.la->inflight = m; /* freed at the actor's end if the decode raises */
-    int n = ty__codec_decode(L, m->data, m->len, err, sizeof err);
+    int n = lt_msg_values(L, m, err, sizeof err);
     c.la->inflight = NULL;
     if (ty__unlikely(c.la->trace & LT_TR_RECV) && n >= 0)
       lt_trace_in(L, c.la, m->from, n);
@@ -326,7 +326,9 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
                       "tycho.%s: an actor cannot call itself (it would "
                       "wait for its own reply)",
                       fname);
-  ty_msg *m = encode_for(L, d, di + 1, lua_gettop(L) - di, fname);
+  int n = lua_gettop(L) - di;
+  ty_msg *m = d.svc ? NULL : lt_direct_new(L, d.pid, di + 1, n);
+  if (!m) m = encode_for(L, d, di + 1, n, fname);
   if (!m) return lt_push_fail(L, "nomem");
   lt_worker *lw = lt_worker_get();
   m->kind = LT_CALL;
@@ -442,11 +444,22 @@ static int l_response(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"spawn", l_spawn}, {"self", l_self},
-    {"send", l_send},   {"recv", l_recv},
-    {"call", l_call},   {"call_timeout", l_call_timeout},
-    {"reply", l_reply}, {"response", l_response},
-    {NULL, NULL}};
+/* tycho.core._direct_count(): direct messages (ldirect.c) whose values
+ * wait on this worker; for specs. */
+static int l_direct_count(lua_State *L) {
+  lua_pushinteger(L, lt_direct_count());
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {{"spawn", l_spawn},
+                                 {"self", l_self},
+                                 {"send", l_send},
+                                 {"recv", l_recv},
+                                 {"call", l_call},
+                                 {"call_timeout", l_call_timeout},
+                                 {"reply", l_reply},
+                                 {"response", l_response},
+                                 {"_direct_count", l_direct_count},
+                                 {NULL, NULL}};
 
 void lt_open_api(lua_State *L) { luaL_register(L, NULL, funcs); }

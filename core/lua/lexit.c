@@ -313,7 +313,7 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
    * in a message whose decoding raised, would never be taken: close them
    * (a handle taken already is not taken twice: ltcp_transit.c). */
   if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
-  if (la->inflight) ty__codec_release(la->inflight->data, la->inflight->len);
+  if (la->inflight) lt_msg_release(la->inflight);
   lt_actor_free(la);
 }
 
@@ -327,7 +327,7 @@ void lt_undeliverable(ty_msg *m, ty_worker *w, void *ud) {
   (void)w; /* any thread: the watchdog drains a stuck worker's messages */
   if (m->kind == LT_MSG || m->kind == LT_CALL || m->kind == LT_REPLY) {
     /* Connections inside close now, not when the runtime stops. */
-    ty__codec_release(m->data, m->len);
+    lt_msg_release(m);
   }
   if (!m->from) return;
   if (m->kind == LT_CALL) {
@@ -365,6 +365,7 @@ int lt_runtime_error(ty_actor *a, lt_actor *la, lua_State *L, int status) {
   }
   lua_pop(L, 1);
   if (la->inflight) { /* a message being decoded when it failed */
+    if (lt_msg_direct(la->inflight)) lt_msg_release(la->inflight);
     ty_msg_free(la->inflight);
     la->inflight = NULL;
   }

@@ -120,7 +120,8 @@ doom:
 
 void *lt_mem_alloc(lt_heap *h, void *p, size_t osize, size_t nsize) {
   lt_charge *c = h->cur;
-  if (c && nsize > osize && refuse(h, c, nsize - osize)) return NULL;
+  if (c && nsize > osize && refuse(h, c, nsize - osize) && !h->lent)
+    return NULL;
   void *q = h->f(h->ud, p, osize, nsize);
   if (!q && nsize) return NULL; /* the system is out: LuaJIT raises */
   int64_t d = (int64_t)nsize - (int64_t)osize;

@@ -46,6 +46,7 @@ typedef struct lt_heap {
   _Atomic size_t *pub; /* where `used` is published now and then, or NULL */
   uint32_t epoch;      /* collection cycles seen ending (see lt_mem_watch) */
   size_t base;         /* a borrowed state's size when attached: not counted */
+  bool lent;           /* cur is lent (lt_mem_lend): never refuse, doom */
 } lt_heap;
 
 /* Puts the accounting wrapper around L's allocator. A state whose own
@@ -73,6 +74,24 @@ void lt_mem_unwatch(lua_State *L);
 static inline void lt_mem_charge(lt_heap *h, lt_charge *c) {
   if (c) c->burst = 0;
   h->cur = c;
+  h->lent = false;
+}
+
+/* A copy made for another actor of this worker while the running one sends
+ * it (ldirect.c): what it allocates is charged to the receiver's c, and
+ * never refused on the spot (the sender must not fail for the receiver's
+ * budget): growth that would have been refused dooms c instead, so that
+ * the receiver ends ("memory") at its next run, as the decode this copy
+ * replaces would have made it. lt_mem_lend_end gives `was` back. */
+static inline lt_charge *lt_mem_lend(lt_heap *h, lt_charge *c) {
+  lt_charge *was = h->cur;
+  h->cur = c;
+  h->lent = true;
+  return was;
+}
+static inline void lt_mem_lend_end(lt_heap *h, lt_charge *was) {
+  h->cur = was;
+  h->lent = false;
 }
 
 /* The calling thread's state runs the runtime's own work in the middle of

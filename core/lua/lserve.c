@@ -87,6 +87,17 @@ static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
   if (i < 0) return true; /* answered already (tycho.reply in the handler) */
   lt_owed o = la->owed[i];
   lt_owed_remove(la, o.to, o.ref);
+  ty_msg *m = lt_direct_new(co, o.to, 2, lua_gettop(co) - 1);
+  if (m) { /* a caller of this worker */
+    m->to = o.to;
+    m->kind = LT_REPLY;
+    m->ref = o.ref;
+    if (ty_send(lt_g.rt, m)) {
+      lt_msg_release(m);
+      ty_msg_free(m);
+    }
+    return true;
+  }
   ty__buf_reset(&lw->buf);
   bool remote = ty_pid_remote(lt_g.rt, o.to);
   lt_remote_encode = remote;

@@ -233,6 +233,7 @@ static void give_back_state(lt_worker *lw) {
   if (lt_guard_give_back(L)) lua_pop(L, 1);
   luaL_unref(L, LUA_REGISTRYINDEX, lw->fncache_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, lw->dumpcache_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, lw->direct_ref);
   lt_mem_unwatch(L);
   if (lua_cpcall(L, restore_paths, lw)) lua_pop(L, 1);
   free(lw->path);
@@ -287,6 +288,7 @@ void lt_state_init(ty_worker *w, void *ud) {
   ty__buf_init(&lw->buf);
   lw->fncache_ref = new_weak_table(lw->L, NULL);
   lw->dumpcache_ref = new_weak_table(lw->L, "k");
+  lw->direct_ref = lt_direct_store(lw->L, &lw->holder);
   lw->next_ref = ((uint64_t)ty_worker_id(w) << 48) + 1;
   ty_worker_set_data(w, lw);
   lt_tls_worker = lw;
@@ -334,6 +336,7 @@ void lt_state_exit(ty_worker *w, void *ud) {
   lt_mem_flush();
   lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
+  free(lw->free_slots);
   free(lw);
   ty_worker_set_data(w, NULL);
   lt_tls_worker = NULL;

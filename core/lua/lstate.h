@@ -48,6 +48,14 @@ typedef struct lt_worker {
   } copool[LT_COPOOL];
   int ncopool;
   unsigned id; /* the worker's index (ty_worker_id) */
+  /* The coroutine on whose stack the values of direct messages wait
+   * (ldirect.c) until their receivers take them, its registry ref, and
+   * its free slots below the top. */
+  lua_State *holder;
+  int direct_ref;
+  uint32_t direct_live; /* slots in use (tycho.core._direct_count) */
+  int *free_slots;
+  uint32_t nfree, capfree;
 } lt_worker;
 
 /* The bytes of worker i's Lua state, as of its last run (any thread). */

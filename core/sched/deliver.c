@@ -184,7 +184,9 @@ void ty__drain_inbox(ty_worker *w) {
 
 /* ---- mailboxes --------------------------------------------------------- */
 
-static uint64_t msg_bytes(const ty_msg *m) { return sizeof *m + m->cap; }
+static uint64_t msg_bytes(const ty_msg *m) {
+  return sizeof *m + m->cap + m->held;
+}
 
 /* The full flag lives in the pid table, where senders on other workers look
  * (ty_send_limited). It is set when the mailbox reaches a limit and cleared
@@ -343,7 +345,7 @@ void ty__worker_note_blocked(ty_worker *w, unsigned to) {
 
 /* ---- timers ------------------------------------------------------------ */
 
-void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
+uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   ty_worker *w = ty_worker_current();
   if (a->awaited && a->awaited->ref != ref) { /* a reply nobody waits for */
     ty__undeliverable(w, a->awaited);
@@ -352,11 +354,12 @@ void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   a->wait_ref = ref;
   a->flags &= ~TY__AF_TIMED_OUT;
   if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
-  if (timeout_ns < 0) return;
+  if (timeout_ns < 0) return 0;
   if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
   uint64_t at = ty_runtime_now_ns(w->rt) + (uint64_t)timeout_ns;
   /* Round up: a timer never fires before its time. */
   ty__wheel_insert(&w->wheel, &a->timer, ty__tick_up(at));
+  return at;
 }
 
 bool ty_actor_timed_out(const ty_actor *a) {

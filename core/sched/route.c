@@ -216,7 +216,7 @@ static int send_pending(ty__pident *e, ty_msg *m, uint64_t *word,
   uint32_t k = atomic_load_explicit(&e->kpending, memory_order_relaxed);
   bool room = n < limit && k < kbytes;
   if (room) {
-    uint64_t kb = (sizeof *m + m->cap + 1023) / 1024;
+    uint64_t kb = (sizeof *m + m->cap + m->held + 1023) / 1024;
     m->node.next =
         (ty__node *)atomic_load_explicit(&e->pending, memory_order_relaxed);
     atomic_store_explicit(&e->pending, m, memory_order_relaxed);

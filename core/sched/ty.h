@@ -88,6 +88,14 @@ struct ty_msg {
   uint64_t aux; /* binding-defined */
   uint32_t len; /* payload bytes in data[] */
   uint32_t cap; /* allocated payload bytes */
+  /* Bytes the binding keeps elsewhere for this message (a message between
+   * actors of one worker holds Lua values, not bytes: their encoded size),
+   * counted in its receiver's mailbox bytes like payload. 0 by default. */
+  uint32_t held;
+  /* Binding-defined, for a message that never leaves its worker (unlike
+   * aux, nothing that builds a message from another carries it over: 0 on
+   * every message that crossed a ring, a node or a timer). */
+  uint32_t mark;
   char data[];
 };
 
@@ -376,9 +384,11 @@ static inline ty_msg *ty_mbox_pop(ty_actor *a) {
 /*
  * Before returning TY_WAIT: wake when a message arrives (only one whose ref
  * is `ref`, or a signal, when ref != 0), or after timeout_ns (< 0: never).
- * Call with timeout_ns >= 0 and no message wanted to sleep.
+ * Call with timeout_ns >= 0 and no message wanted to sleep. Returns the
+ * deadline on the runtime's clock (ty_runtime_now_ns), 0 for none, so that
+ * a caller that keeps it needs no second look at the clock.
  */
-void ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref);
+uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref);
 /* Makes a waiting actor runnable (an I/O completion, say). Only on the
  * actor's home worker; a no-op if it is not waiting. */
 void ty_actor_wake(ty_actor *a);
