@@ -87,8 +87,8 @@ void ty__alloc_thread_exit(void) {
   tls_cache = NULL;
   for (size_t k = 0; k < CLASSES; k++) {
     /* acquire: the pushed blocks' next links were released by their push. */
-    free_list(atomic_exchange_explicit(&c->remote[k], CLOSED,
-                                       memory_order_acquire));
+    free_list(
+        atomic_exchange_explicit(&c->remote[k], CLOSED, memory_order_acquire));
     free_list(c->local[k]);
     c->local[k] = NULL;
     c->count[k] = 0;
@@ -118,8 +118,8 @@ void *ty__try_alloc(size_t size) {
       return b;
     }
   }
-  header *h = malloc(HDR + (real < sizeof(free_block) ? sizeof(free_block)
-                                                       : real));
+  header *h =
+      malloc(HDR + (real < sizeof(free_block) ? sizeof(free_block) : real));
   if (!h) return NULL;
   h->owner = c && real <= TY__ALLOC_MAX ? c : NULL;
   return (char *)h + HDR;
@@ -137,8 +137,9 @@ static void push_remote(cache *o, size_t k, free_block *b) {
     b->next = head;
     /* release: publishes b->next (and the block) to the owner's acquire
      * exchange; relaxed on failure, which only reloads head. */
-  } while (!atomic_compare_exchange_weak_explicit(
-      &o->remote[k], &head, b, memory_order_release, memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&o->remote[k], &head, b,
+                                                  memory_order_release,
+                                                  memory_order_relaxed));
 }
 
 void ty__free(void *p, size_t size) {
