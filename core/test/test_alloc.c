@@ -126,6 +126,7 @@ TEST_IMPL(alloc_stress) {
     g.head = (g.head + 1) % QCAP;
     g.len--;
   }
+  /* seq_cst loads after the joins, which ordered every thread's adds. */
   CHECK_EQ(atomic_load(&g_bad), 0);
   CHECK_EQ(atomic_load(&g_checked), THREADS * g.rounds * BATCH);
   return 0;
