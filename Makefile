@@ -24,7 +24,7 @@ OPT     ?= -O2 -flto=auto
 WERROR  ?= -Werror
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -pthread -fPIC \
               -fno-strict-aliasing -g -DTYCHO_VERSION='"$(VERSION)"'
-LDLIBS  = -pthread -lm -luring
+LDLIBS  = $(ALLOC_LIBS) -pthread -lm -luring
 TLS_LIBS = -lssl -lcrypto
 # tycho.ngx: md5/sha1 (libcrypto, with TLS_LIBS), ngx.re (PCRE2).
 NGX_LIBS = -lpcre2-8
@@ -37,6 +37,20 @@ LUA_LIBS    = -lluajit-5.1
 
 BUILD   ?= build
 SAN     ?=
+
+# The allocator under actors and messages (core/base/alloc.c): mimalloc
+# (libmimalloc-dev) when its header is there, else the system's malloc. A
+# spawn is allocated on one worker and freed on another; glibc serves that
+# by locking the allocating thread's arena (bench/results-alloc.md).
+# Sanitizer and chaos builds (SAN set) keep the system allocator, which the
+# sanitizers intercept. ALLOC=system forces it.
+ALLOC   ?= $(if $(SAN),system,$(if $(wildcard /usr/include/mimalloc.h),mimalloc,system))
+ifeq ($(ALLOC),mimalloc)
+ALLOC_CFLAGS = -DTY_MIMALLOC
+# Linked ahead of libc, mimalloc also serves the launcher's and cbench's own
+# malloc (luarocks-built core.so inside a plain luajit calls it by name only).
+ALLOC_LIBS   = -lmimalloc
+endif
 
 # Sources are found by folder (docs/architecture.md). The core (no Lua) is
 # a static library that the C tests link; the binding folders and the module
@@ -55,7 +69,7 @@ TEST_OBJ  = $(TEST_SRC:core/test/%.c=$(BUILD)/test/%.o)
 LTEST_OBJ = $(LTEST_SRC:core/test/lua/%.c=$(BUILD)/test/lua/%.o)
 CODEC_OBJ = $(BUILD)/core/lua/codec.o $(BUILD)/core/lua/codec_dec.o
 
-CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(CFLAGS) -Icore
+CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(SAN) $(ALLOC_CFLAGS) $(CFLAGS) -Icore
 HEADERS    = $(wildcard core/*/*.h core/test/*.h core/test/lua/*.h)
 
 # llhttp (tycho.http's parser), compiled from the node-llhttp package's

@@ -13,6 +13,8 @@ PACKAGES=(
   build-essential make pkg-config
   libluajit-5.1-dev luajit
   liburing-dev
+  # the allocator under actors and messages (Makefile ALLOC, core/base/alloc.c)
+  libmimalloc-dev
   # TLS (OpenSSL 3); the openssl command makes the specs' certificates
   libssl-dev openssl
   # sanitizers (make tsan / make asan build with clang; the runtimes are only

@@ -254,4 +254,32 @@ describe("tycho.spawn", function()
     end)
     assert.equal("started", got)
   end)
+  -- A returned actor's coroutine goes back to its worker's pool and later
+  -- spawns run on it (README, guarantees: coroutine.running() names the
+  -- actor only while it runs); each run still gets its own arguments and
+  -- pid, and pooled coroutines are not counted as held.
+  it("reuses the coroutines of actors that returned, with fresh arguments", function()
+    local N = 200
+    local ok, distinct, pids, held = tycho.run(function()
+      local before = tycho.stats().coroutines
+      local seen, nseen, pidset, npids, good = {}, 0, {}, 0, 0
+      for i = 1, N do
+        local p = tycho.spawn(function(parent, k, t)
+          tycho.send(parent, tycho.self(), tostring(coroutine.running()), k, t[1])
+        end, tycho.self(), i, { i * 2 })
+        tycho.monitor(p)
+        local pid, co, k, v = tycho.recv(5)
+        if pid == p and k == i and v == i * 2 then good = good + 1 end
+        if not seen[co] then seen[co], nseen = true, nseen + 1 end
+        if not pidset[pid] then pidset[pid], npids = true, npids + 1 end
+        local tag, who = tycho.recv(5)
+        assert(tag == "DOWN" and who == p)
+      end
+      return good, nseen, npids, tycho.stats().coroutines - before
+    end)
+    assert.equal(N, ok)
+    assert.equal(N, pids)
+    assert.is_true(distinct < N / 4, "coroutines used: " .. distinct)
+    assert.equal(0, held)
+  end)
 end)

@@ -1,15 +1,15 @@
 /*
- * alloc.h - per-worker caches of small blocks (messages, actors).
+ * alloc.h - small blocks for messages and actors.
  *
  * Messages are allocated on the sender's worker and freed on the receiver's,
  * and actors are allocated where they are spawned and freed where they end.
  * glibc malloc serves such cross-thread frees by locking the allocating
  * thread's arena, and profiles showed a quarter of the spawn benchmark in
- * that lock. Instead, a worker keeps the blocks it frees in free lists (one
- * per 16-byte size class up to TY__ALLOC_MAX) and serves its own allocations
- * from them; blocks simply migrate between workers. Every block comes from
- * malloc, so any thread may free any block: threads that are not workers, or
- * full lists, fall back to malloc/free.
+ * that lock. So these blocks come from mimalloc (its thread-local heaps take
+ * remote frees through lock-free lists) or, in builds without it (sanitizer
+ * builds, machines without libmimalloc-dev), from per-worker caches whose
+ * blocks go back to the worker that allocated them (alloc.c). Blocks from
+ * ty__alloc are freed with ty__free only, by any thread.
  */
 #ifndef TY_ALLOC_H
 #define TY_ALLOC_H
@@ -17,7 +17,7 @@
 #include "common.h"
 
 #define TY__ALLOC_MAX 512   /* larger blocks go straight to malloc */
-#define TY__ALLOC_KEEP 4096 /* blocks kept per class per worker */
+#define TY__ALLOC_KEEP 4096 /* own frees kept per class per worker */
 
 /* Turns the calling thread's cache on (workers, at start) or off and empty
  * (at exit). */

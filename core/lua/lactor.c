@@ -274,11 +274,9 @@ static int push_fork_function(lua_State *L, lt_actor *la, lua_State *co) {
 static int start_actor(lt_actor *la) {
   lt_worker *lw = lt_worker_get();
   lua_State *L = lw->L;
-  lt_preload_sync(L); /* before the function: its modules may need them */
-  lua_State *co = lua_newthread(L);
-  la->co = co;
-  la->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lt_co_count(1);
+  lt_preload_sync(L);  /* before the function: its modules may need them */
+  lt_co_start(lw, la); /* a pooled one saves lua_newthread and luaL_ref */
+  lua_State *co = la->co;
   if (la->fn_kind == LT_FN_REF) return push_fork_function(L, la, co);
   char err[256];
   if (la->fn_kind != LT_FN_FILE) {
@@ -519,8 +517,11 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
   if (st == RUN_START_FAILED) return lt_on_error(a, la);
   if (la->exit_reason) return lt_exited(a, la);
   if (st == LUA_YIELD) return after_yield(a, la);
-  if (st == 0)
-    return la->srv_fn != LUA_NOREF ? lt_serve_idle(a, la) : lt_on_return(a, la);
+  if (st == 0 && la->srv_fn != LUA_NOREF) return lt_serve_idle(a, la);
+  if (st == 0) {
+    la->co_returned = true;
+    return lt_on_return(a, la);
+  }
   return lt_on_error(a, la);
 }
 

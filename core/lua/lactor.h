@@ -120,6 +120,7 @@ struct lt_actor {
   const _Atomic uint32_t *flag;
   uint8_t preempted;
   bool frozen;
+  bool co_returned; /* its coroutine returned: it may be pooled (lserve.c) */
   uint32_t resumes; /* (lobserve.h) in the padding before origin */
   char *origin;     /* forks and main scripts: where their function is */
   ty_pid pid;       /* this actor's (or fork's) own pid, once known */
@@ -266,6 +267,13 @@ int lt_serve_wake(ty_actor *a, lt_actor *la);
 /* A new actor coroutine (start) / an actor's coroutine is dropped (end):
  * counted per worker for tycho.stats().coroutines. */
 void lt_co_count(int delta);
+struct lt_worker;
+/* An actor's coroutine at its start: from the worker's pool of returned
+ * coroutines, else a new one (la->co, la->co_ref; counted). */
+void lt_co_start(struct lt_worker *lw, lt_actor *la);
+/* At an actor's destruction: a coroutine that returned goes back to the
+ * pool (on its own worker), any other is unreferenced (uncounted). */
+void lt_co_end(struct lt_worker *lw, lt_actor *la);
 /* Drops la's server refs (at its destruction, on its worker). */
 void lt_serve_drop(lua_State *L, lt_actor *la);
 

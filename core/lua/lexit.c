@@ -291,11 +291,7 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
    * pointers of the survivors valid. */
   lt_fork_detach(la);
   lt_forks_orphan(la);
-  if (w && la->co_ref != LUA_NOREF) {
-    lt_worker *lw = ty_worker_data(w);
-    luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
-    lt_co_count(-1);
-  }
+  if (w && la->co_ref != LUA_NOREF) lt_co_end(ty_worker_data(w), la);
   if (w && la->srv_fn != LUA_NOREF)
     lt_serve_drop(((lt_worker *)ty_worker_data(w))->L, la);
   if (w && la->fn_ref != LUA_NOREF) {

@@ -79,6 +79,30 @@ static void co_give_back(lt_worker *lw, lt_actor *la) {
   co_add(lw, -1);
 }
 
+/* Actors' coroutines share the pool: a coroutine that returned (status 0,
+ * its stack emptied) resumes anew with a function pushed, as a handler's
+ * does. The spawn benchmark spent a quarter of its CPU in lua_newthread
+ * and luaL_ref (bench/results-alloc.md). */
+void lt_co_start(lt_worker *lw, lt_actor *la) {
+  if (lw->w) {
+    co_take(lw, la);
+    return;
+  }
+  la->co = lua_newthread(lw->L);
+  la->co_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
+}
+
+void lt_co_end(lt_worker *lw, lt_actor *la) {
+  if (la->co_returned && la->co && lw->w && lt_worker_get() == lw &&
+      lua_status(la->co) == 0) {
+    co_give_back(lw, la);
+    return;
+  }
+  luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
+  la->co_ref = LUA_NOREF;
+  lt_co_count(-1);
+}
+
 /* Answers the call the handler ran for with co[2..top]; false when the
  * values cannot be copied (the reason is in err). */
 static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,

@@ -12,7 +12,7 @@
 #include "lmem.h"
 #include "sched/ty.h"
 
-#define LT_COPOOL 32 /* coroutines kept per worker for servers' handlers */
+#define LT_COPOOL 64 /* returned coroutines kept per worker (lserve.c) */
 
 typedef struct lt_worker {
   lua_State *L;

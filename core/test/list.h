@@ -2,6 +2,8 @@
  * list.h - every C test, once. X(name, timeout_seconds)
  */
 #define TY_TEST_LIST(X)                                                        \
+  X(alloc_remote_home, 10)                                                     \
+  X(alloc_stress, 120)                                                         \
   X(inject_fifo, 10)                                                           \
   X(inject_batch, 10)                                                          \
   X(inject_stress, 120)                                                        \
