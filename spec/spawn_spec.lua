@@ -2,6 +2,7 @@
 -- errors that say what to do instead, and pids.
 local tycho = require "tycho"
 local H = require "support.helper"
+local core = require "tycho.core"
 
 describe("tycho.spawn", function()
   before_each(function() tycho.config{ workers = 2 } end)
@@ -281,5 +282,26 @@ describe("tycho.spawn", function()
     assert.equal(N, pids)
     assert.is_true(distinct < N / 4, "coroutines used: " .. distinct)
     assert.equal(0, held)
+  end)
+  it("does not pass an actor's setfenv(0, t) on to actors that reuse its coroutine", function()
+    local seen = tycho.run(function()
+      local me = tycho.self()
+      core._spawn_at(H.this_worker(), function(me)
+        local t = require "tycho"
+        setfenv(0, { marker = "polluted" })
+        t.send(me, "done")
+      end, me)
+      assert(tycho.recv(5) == "done")
+      tycho.sleep(0.01)
+      local seen = {}
+      for i = 1, 8 do
+        core._spawn_at(H.this_worker(), function(me)
+          require("tycho").send(me, tostring(rawget(getfenv(0), "marker")) .. " " .. type(print))
+        end, me)
+        seen[i] = tycho.recv(5)
+      end
+      return seen
+    end)
+    for i = 1, 8 do assert.equal("nil function", seen[i]) end
   end)
 end)

@@ -68,6 +68,12 @@ static void co_take(lt_worker *lw, lt_actor *la) {
 static void co_give_back(lt_worker *lw, lt_actor *la) {
   lua_settop(la->co, 0);
   if (lw->ncopool < LT_COPOOL) {
+    /* The next user must not inherit this one's setfenv(0, t): the thread's
+     * globals go back to the worker's. */
+    lua_rawgeti(lw->L, LUA_REGISTRYINDEX, la->co_ref);
+    lua_pushvalue(lw->L, LUA_GLOBALSINDEX);
+    lua_setfenv(lw->L, -2);
+    lua_pop(lw->L, 1);
     lw->copool[lw->ncopool].co = la->co;
     lw->copool[lw->ncopool].ref = la->co_ref;
     lw->ncopool++;
