@@ -55,7 +55,7 @@ void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref) {
   if (la->nowed == la->capowed) {
     size_t cap = la->capowed;
     ty__grow(&la->owed, &cap, (size_t)la->nowed + 1, sizeof *la->owed, 2);
-    la->capowed = (uint32_t)cap;
+    la->capowed = (uint16_t)cap;
   }
   la->owed[la->nowed++] = (lt_owed){to, ref, false};
 }
@@ -71,7 +71,11 @@ bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
     if (la->owed[i].to == to && la->owed[i].ref == ref) {
       memmove(la->owed + i, la->owed + i + 1,
               (la->nowed - i - 1) * sizeof *la->owed);
-      la->nowed--;
+      if (--la->nowed == 0) { /* an idle actor keeps no array */
+        free(la->owed);
+        la->owed = NULL;
+        la->capowed = 0;
+      }
       return true;
     }
   }
@@ -87,7 +91,7 @@ lt_actor *lt_actor_new(void) {
   memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
-  la->srv_fn = la->srv_state = la->srv_err = LUA_NOREF;
+  la->srv_fn = la->srv_state = LUA_NOREF;
   lt_mem_add(ACTOR_BYTES);
   return la;
 }
@@ -105,11 +109,12 @@ static void drop_spawn(lt_actor *la) {
   la->spawn_len = 0;
 }
 
-const lt_rare lt_rare_none;
+const lt_rare lt_rare_none = {.srv_err = LUA_NOREF};
 
 lt_rare *lt_rare_new(lt_actor *la) {
   lt_rare *r = ty__alloc(sizeof *r);
   memset(r, 0, sizeof *r);
+  r->srv_err = LUA_NOREF;
   lt_mem_add((int64_t)sizeof *r);
   /* The watchdog reads la->rare (links, monitors) under this lock from its
    * own thread (lpreempt.c); before la runs on a worker nobody else sees it. */

@@ -107,6 +107,9 @@ typedef struct lt_rare {
   void *ext_ctx;
   lt_res *resources; /* owned, closed at the end */
   ty_pid trace_to;   /* the tracer of tycho.trace (0: the log) */
+  /* A server handler's error, reported to dispatch at the next run
+   * (lserve.c); LUA_NOREF for none. */
+  int srv_err;
 } lt_rare;
 
 /* Hot fields only (an idle actor costs this record): what every resume,
@@ -141,12 +144,12 @@ struct lt_actor {
   uint64_t deadline_ns; /* of the current wait, 0 for none */
   /* The watchdog's flag word of the worker (set at the start). */
   const _Atomic uint32_t *flag;
-  uint32_t resumes; /* (lobserve.h) */
-  int srv_err; /* a handler's error, reported to dispatch at the next run */
   ty_pid pid;       /* this actor's (or fork's) own pid, once known */
   ty_pid parent;    /* a fork's actor (0 for actors) */
-  lt_owed *owed; /* calls received and not answered yet (a stack) */
-  uint32_t nowed, capowed;
+  lt_owed *owed; /* calls received and not answered yet (a stack); freed
+                  * when empty, so that an idle actor holds none */
+  uint16_t nowed, capowed; /* at most MAX_OWED (lactor.c) */
+  uint32_t resumes;        /* (lobserve.h) */
   ty_msg *inflight;  /* a message taken from the mailbox and not yet decoded:
                       * freed by whoever catches a failure of the decode */
   lt_charge charge;  /* memory charged to the actor (a fork's goes to its
