@@ -71,11 +71,7 @@ bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
     if (la->owed[i].to == to && la->owed[i].ref == ref) {
       memmove(la->owed + i, la->owed + i + 1,
               (la->nowed - i - 1) * sizeof *la->owed);
-      if (--la->nowed == 0) { /* an idle actor keeps no array */
-        free(la->owed);
-        la->owed = NULL;
-        la->capowed = 0;
-      }
+      la->nowed--;
       return true;
     }
   }

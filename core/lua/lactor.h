@@ -146,8 +146,7 @@ struct lt_actor {
   const _Atomic uint32_t *flag;
   ty_pid pid;       /* this actor's (or fork's) own pid, once known */
   ty_pid parent;    /* a fork's actor (0 for actors) */
-  lt_owed *owed; /* calls received and not answered yet (a stack); freed
-                  * when empty, so that an idle actor holds none */
+  lt_owed *owed; /* calls received and not answered yet (a stack) */
   uint16_t nowed, capowed; /* at most MAX_OWED (lactor.c) */
   uint32_t resumes;        /* (lobserve.h) */
   ty_msg *inflight;  /* a message taken from the mailbox and not yet decoded:
