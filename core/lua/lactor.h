@@ -144,14 +144,14 @@ struct lt_actor {
   uint64_t deadline_ns; /* of the current wait, 0 for none */
   /* The watchdog's flag word of the worker (set at the start). */
   const _Atomic uint32_t *flag;
-  ty_pid pid;       /* this actor's (or fork's) own pid, once known */
-  ty_pid parent;    /* a fork's actor (0 for actors) */
-  lt_owed *owed; /* calls received and not answered yet (a stack) */
+  ty_pid pid;              /* this actor's (or fork's) own pid, once known */
+  ty_pid parent;           /* a fork's actor (0 for actors) */
+  lt_owed *owed;           /* calls received and not answered yet (a stack) */
   uint16_t nowed, capowed; /* at most MAX_OWED (lactor.c) */
   uint32_t resumes;        /* (lobserve.h) */
-  ty_msg *inflight;  /* a message taken from the mailbox and not yet decoded:
+  ty_msg *inflight; /* a message taken from the mailbox and not yet decoded:
                       * freed by whoever catches a failure of the decode */
-  lt_charge charge;  /* memory charged to the actor (a fork's goes to its
+  lt_charge charge; /* memory charged to the actor (a fork's goes to its
                       * actor's: lt_charge_of) */
   /* Observation (lobserve.h): the sampled ticks of its resumes. */
   uint64_t ticks;
