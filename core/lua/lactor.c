@@ -54,8 +54,9 @@ void lt_owed_push(lt_actor *la, ty_pid to, uint64_t ref) {
   }
   if (la->nowed == la->capowed) {
     size_t cap = la->capowed;
-    ty__grow(&la->owed, &cap, (size_t)la->nowed + 1, sizeof *la->owed, 2);
-    la->capowed = (uint32_t)cap;
+    /* One first: most actors answer one call at a time (24 bytes, not 48). */
+    ty__grow(&la->owed, &cap, (size_t)la->nowed + 1, sizeof *la->owed, 1);
+    la->capowed = (uint16_t)cap;
   }
   la->owed[la->nowed++] = (lt_owed){to, ref, false};
 }
@@ -87,7 +88,7 @@ lt_actor *lt_actor_new(void) {
   memset(la, 0, sizeof *la);
   la->co_ref = LUA_NOREF;
   la->fn_ref = LUA_NOREF;
-  la->srv_fn = la->srv_state = la->srv_err = LUA_NOREF;
+  la->srv_fn = la->srv_state = LUA_NOREF;
   lt_mem_add(ACTOR_BYTES);
   return la;
 }
@@ -105,50 +106,76 @@ static void drop_spawn(lt_actor *la) {
   la->spawn_len = 0;
 }
 
+const lt_rare lt_rare_none = {.srv_err = LUA_NOREF};
+
+lt_rare *lt_rare_new(lt_actor *la) {
+  lt_rare *r = ty__alloc(sizeof *r);
+  memset(r, 0, sizeof *r);
+  r->srv_err = LUA_NOREF;
+  lt_mem_add((int64_t)sizeof *r);
+  /* The watchdog reads la->rare (links, monitors) under this lock from its
+   * own thread (lpreempt.c); before la runs on a worker nobody else sees it. */
+  ty_worker *w = ty_worker_current();
+  if (w) ty_worker_lock(w);
+  la->rare = r;
+  if (w) ty_worker_unlock(w);
+  return r;
+}
+
+static void free_rare(lt_rare *r) {
+  if (!r) return;
+  free(r->links.v);
+  free(r->monitors.v);
+  free(r->exit_reason);
+  free(r->origin);
+  lt_mem_add(-(int64_t)sizeof *r);
+  ty__free(r, sizeof *r);
+}
+
 void lt_actor_free(lt_actor *la) {
   if (la->inflight) ty_msg_free(la->inflight);
   lt_mem_add(-ACTOR_BYTES);
   drop_spawn(la);
-  free(la->links.v);
-  free(la->monitors.v);
   free(la->owed);
-  free(la->exit_reason);
-  free(la->origin);
+  free_rare(la->rare);
   ty__free(la, sizeof *la);
 }
 
 /* ---- forks -------------------------------------------------------------- */
 
 void lt_fork_attach(lt_actor *parent, lt_actor *fork) {
-  fork->parent_la = parent;
-  fork->fork_prev = NULL;
-  fork->fork_next = parent->forks;
-  if (parent->forks) parent->forks->fork_prev = fork;
-  parent->forks = fork;
+  lt_rare *fr = lt_rare_get(fork), *pr = lt_rare_get(parent);
+  fr->parent_la = parent;
+  fr->fork_prev = NULL;
+  fr->fork_next = pr->forks;
+  if (pr->forks) pr->forks->rare->fork_prev = fork;
+  pr->forks = fork;
 }
 
 void lt_fork_detach(lt_actor *fork) {
-  lt_actor *p = fork->parent_la;
+  lt_rare *fr = fork->rare; /* a fork with a parent has both records */
+  lt_actor *p = fr ? fr->parent_la : NULL;
   if (!p) return;
-  if (fork->fork_prev) fork->fork_prev->fork_next = fork->fork_next;
-  else p->forks = fork->fork_next;
-  if (fork->fork_next) fork->fork_next->fork_prev = fork->fork_prev;
-  fork->parent_la = fork->fork_next = fork->fork_prev = NULL;
+  if (fr->fork_prev) fr->fork_prev->rare->fork_next = fr->fork_next;
+  else p->rare->forks = fr->fork_next;
+  if (fr->fork_next) fr->fork_next->rare->fork_prev = fr->fork_prev;
+  fr->parent_la = fr->fork_next = fr->fork_prev = NULL;
 }
 
 /* The actor is ending: its forks must not point at it any more. Returns the
  * list, so that the caller can also signal them. */
 lt_actor *lt_forks_orphan(lt_actor *la) {
-  lt_actor *f = la->forks;
-  la->forks = NULL;
-  for (lt_actor *g = f; g; g = g->fork_next) g->parent_la = NULL;
+  if (!la->rare) return NULL;
+  lt_actor *f = la->rare->forks;
+  la->rare->forks = NULL;
+  for (lt_actor *g = f; g; g = g->rare->fork_next) g->rare->parent_la = NULL;
   return f;
 }
 
 lt_actor *lt_family_find(lt_actor *la, ty_pid pid) {
-  lt_actor *top = la->parent_la ? la->parent_la : la;
+  lt_actor *top = lt_rare_rd(la)->parent_la ? la->rare->parent_la : la;
   if (top->pid == pid) return top;
-  for (lt_actor *f = top->forks; f; f = f->fork_next)
+  for (lt_actor *f = lt_rare_rd(top)->forks; f; f = f->rare->fork_next)
     if (f->pid == pid) return f;
   return NULL;
 }
@@ -238,15 +265,16 @@ out:
 /* ---- resources --------------------------------------------------------- */
 
 void lt_res_add(lt_actor *la, lt_res *r) {
+  lt_rare *ra = lt_rare_get(la);
   r->prev = NULL;
-  r->next = la->resources;
-  if (la->resources) la->resources->prev = r;
-  la->resources = r;
+  r->next = ra->resources;
+  if (ra->resources) ra->resources->prev = r;
+  ra->resources = r;
 }
 
 void lt_res_remove(lt_actor *la, lt_res *r) {
   if (r->prev) r->prev->next = r->next;
-  else if (la->resources == r) la->resources = r->next;
+  else if (la->rare && la->rare->resources == r) la->rare->resources = r->next;
   if (r->next) r->next->prev = r->prev;
   r->next = r->prev = NULL;
 }
@@ -426,7 +454,7 @@ static int wake_args(lua_State *L, ty_actor *a, lt_actor *la) {
     lua_pushnil(L);
     lua_pushliteral(L, "full");
     return 2;
-  case LT_W_EXT: return la->ext_wake(L, a, la, ty_actor_timed_out(a));
+  case LT_W_EXT: return la->rare->ext_wake(L, a, la, ty_actor_timed_out(a));
   }
   return 0;
 }
@@ -470,8 +498,10 @@ static int run(ty_actor *a, lt_actor *la, lt_worker *lw) {
   }
   la->wait = LT_W_NONE;
   la->deadline_ns = 0;
-  la->ext_wake = NULL;
-  la->ext_cancel = NULL;
+  if (la->rare) {
+    la->rare->ext_wake = NULL;
+    la->rare->ext_cancel = NULL;
+  }
   lw->in_lua = true; /* allocations may fail for a runaway (lstate.c) */
   int st = lua_resume(la->co, nargs);
   lw->in_lua = false;
@@ -515,7 +545,7 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
   lt_gc_after_run(lw->L);
   if (c->doomed || st == LUA_ERRMEM) return lt_memory_death(a, la);
   if (st == RUN_START_FAILED) return lt_on_error(a, la);
-  if (la->exit_reason) return lt_exited(a, la);
+  if (lt_rare_rd(la)->exit_reason) return lt_exited(a, la);
   if (st == LUA_YIELD) return after_yield(a, la);
   if (st == 0 && la->srv_fn != LUA_NOREF) return lt_serve_idle(a, la);
   if (st == 0) {
@@ -531,8 +561,8 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
  * still valid: the worker destroys an ended actor after this). */
 static void send_start_ack(lt_actor *la, ty_pid pid) {
   lua_State *L = lt_worker_get()->L;
-  ty_pid to = la->ack_to;
-  la->ack_to = 0;
+  ty_pid to = la->rare->ack_to;
+  la->rare->ack_to = 0;
   lua_pushliteral(L, "tycho.supervisor:ack");
   lua_pushnumber(L, (lua_Number)pid);
   lt_send_values(L, 2, to);
@@ -543,7 +573,7 @@ static int resume_counted(ty_actor *a, lt_worker *lw) {
   bool first = !a->started;
   la->resumes++;
   int r = resume_actor(a, lw);
-  if (first && la->ack_to) send_start_ack(la, a->pid);
+  if (first && lt_rare_rd(la)->ack_to) send_start_ack(la, a->pid);
   return r;
 }
 
@@ -606,7 +636,7 @@ static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
     ty_actor *a = ty_actor_current();
     if (a) {
       lt_actor *la = a->user;
-      if (!a->started && la->ack_to) send_start_ack(la, a->pid);
+      if (!a->started && lt_rare_rd(la)->ack_to) send_start_ack(la, a->pid);
       ty_worker_resume_failed(w, lt_runtime_error(a, la, lw->L, st));
     } else {
       ty__logf(TY_LOG_ERROR, (int)ty_worker_id(w) + 1, 0,

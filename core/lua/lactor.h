@@ -91,6 +91,34 @@ typedef struct lt_pids {
   uint32_t n, cap;
 } lt_pids;
 
+/* What few actors use (forks, links, monitors, tycho.exit, I/O waits,
+ * sockets, tracing, supervision): kept out of line, allocated the first time
+ * something is written (lt_rare_get), so that an idle actor's record stays
+ * small (docs/architecture.md, "Memory per actor"). Read it with
+ * lt_rare_rd: an actor without one reads zeros. */
+typedef struct lt_rare {
+  char *origin;  /* forks and main scripts: where their function is */
+  ty_pid ack_to; /* told when the first run is over (supervisor) */
+  /* Forks live on their actor's worker, so plain pointers are safe there:
+   * a fork points at its actor while the actor lives (the actor clears it
+   * when it ends), and the actor lists its forks. */
+  lt_actor *parent_la;
+  lt_actor *forks, *fork_next, *fork_prev;
+  lt_pids links, monitors;
+  char *exit_reason; /* set by tycho.exit: the actor is ending */
+  size_t exit_len;
+  lt_ext_wake_fn ext_wake;                       /* LT_W_EXT */
+  void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
+  void *ext_ctx;
+  lt_res *resources; /* owned, closed at the end */
+  ty_pid trace_to;   /* the tracer of tycho.trace (0: the log) */
+  /* A server handler's error, reported to dispatch at the next run
+   * (lserve.c); LUA_NOREF for none. */
+  int srv_err;
+} lt_rare;
+
+/* Hot fields only (an idle actor costs this record): what every resume,
+ * wait, send and call touches. The rest is in lt_rare. */
 struct lt_actor {
   lua_State *co;
   lt_fn *fn;  /* LT_FN_BYTECODE / LT_FN_MODULE: the shared function */
@@ -107,57 +135,57 @@ struct lt_actor {
    * record's first line (it fills padding). */
   uint8_t trace;
   bool srv_call; /* a server's handler runs for a call (lserve.c) */
-  char *spawn;   /* encoded args (LT_FN_FILE: path, args) until the start */
+  /* The watchdog (lpreempt.c): the kind of stop the hook applied in this
+   * resume, and `frozen`: stopped for a kill, it never runs Lua again and
+   * waits for that kill. */
+  uint8_t preempted;
+  bool frozen;
+  bool co_returned; /* its coroutine returned: it may be pooled (lserve.c) */
+  char *spawn; /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...};
                * LT_FN_HERE: of the function (args in spawn) */
   uint64_t call_ref;
   ty_pid call_to;       /* callee of the call waited for (0: not an actor) */
   uint64_t deadline_ns; /* of the current wait, 0 for none */
-  /* The watchdog (lpreempt.c): the worker's flag word (set at the start),
-   * the kind of stop the hook applied in this resume, and `frozen`: stopped
-   * for a kill, it never runs Lua again and waits for that kill. */
+  /* The watchdog's flag word of the worker (set at the start). */
   const _Atomic uint32_t *flag;
-  uint8_t preempted;
-  bool frozen;
-  bool co_returned; /* its coroutine returned: it may be pooled (lserve.c) */
-  uint32_t resumes; /* (lobserve.h) in the padding before origin */
-  char *origin;     /* forks and main scripts: where their function is */
-  ty_pid pid;       /* this actor's (or fork's) own pid, once known */
-  ty_pid parent;    /* a fork's actor (0 for actors) */
-  ty_pid ack_to;    /* told when the first run is over (supervisor) */
-  /* Forks live on their actor's worker, so plain pointers are safe there:
-   * a fork points at its actor while the actor lives (the actor clears it
-   * when it ends), and the actor lists its forks. */
-  lt_actor *parent_la;
-  lt_actor *forks, *fork_next, *fork_prev;
-  lt_pids links, monitors;
-  lt_owed *owed; /* calls received and not answered yet (a stack) */
-  uint32_t nowed, capowed;
-  char *exit_reason; /* set by tycho.exit: the actor is ending */
-  size_t exit_len;
-  lt_ext_wake_fn ext_wake;                       /* LT_W_EXT */
-  void (*ext_cancel)(ty_actor *a, lt_actor *la); /* ends a pending ext op */
-  void *ext_ctx;
-  lt_res *resources; /* owned, closed at the end */
-  ty_msg *inflight;  /* a message taken from the mailbox and not yet decoded:
+  ty_pid pid;              /* this actor's (or fork's) own pid, once known */
+  ty_pid parent;           /* a fork's actor (0 for actors) */
+  lt_owed *owed;           /* calls received and not answered yet (a stack) */
+  uint16_t nowed, capowed; /* at most MAX_OWED (lactor.c) */
+  uint32_t resumes;        /* (lobserve.h) */
+  ty_msg *inflight; /* a message taken from the mailbox and not yet decoded:
                       * freed by whoever catches a failure of the decode */
-  lt_charge charge;  /* memory charged to the actor (a fork's goes to its
+  lt_charge charge; /* memory charged to the actor (a fork's goes to its
                       * actor's: lt_charge_of) */
-  /* Observation (lobserve.h): the sampled ticks of its resumes, and the
-   * tracer of tycho.trace (0: the log). */
+  /* Observation (lobserve.h): the sampled ticks of its resumes. */
   uint64_t ticks;
-  ty_pid trace_to;
   /* A tycho.server (lserve.c): registry refs of its dispatch function and
    * its state (LUA_NOREF for other actors). Between messages it has no
    * coroutine: co is NULL and wait is LT_W_SERVE. */
   int srv_fn, srv_state;
-  int srv_err; /* a handler's error, reported to dispatch at the next run */
+  lt_rare *rare; /* NULL until something rare is written */
 };
+
+/* la's rare record, allocated (zeroed) on first use; on la's worker, or
+ * before la is visible to anyone else. Not with the worker's watchdog lock
+ * held: lt_rare_new takes it, since the watchdog reads links and monitors
+ * (lpreempt.c). */
+lt_rare *lt_rare_new(lt_actor *la);
+static inline lt_rare *lt_rare_get(lt_actor *la) {
+  return la->rare ? la->rare : lt_rare_new(la);
+}
+/* For reading: zeros when la has no rare record. */
+extern const lt_rare lt_rare_none;
+static inline const lt_rare *lt_rare_rd(const lt_actor *la) {
+  return la->rare ? la->rare : &lt_rare_none;
+}
 
 /* The charge of la's family: the actor's own (forks share it). */
 static inline lt_charge *lt_charge_of(lt_actor *la) {
-  return la->parent_la ? &la->parent_la->charge : &la->charge;
+  lt_actor *p = la->rare ? la->rare->parent_la : NULL;
+  return p ? &p->charge : &la->charge;
 }
 
 /* ---- lactor.c ----------------------------------------------------------- */

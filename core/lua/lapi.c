@@ -361,8 +361,9 @@ int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
   ty_actor *a = ty_actor_current();
   if (a) {
     lt_actor *la = a->user;
-    la->ext_wake = wake;
-    la->ext_ctx = ctx;
+    lt_rare *r = lt_rare_get(la);
+    r->ext_wake = wake;
+    r->ext_ctx = ctx;
   }
   lt_cur c = lt_current_blocking(L, fname);
   lt_wait_for(c, LT_W_EXT, timeout_ns, UINT64_MAX);

@@ -50,12 +50,12 @@ static int l_spawn_child(lua_State *L) {
     lua_replace(L, 1);
   }
   if (name && !*name) return luaL_error(L, "tycho.supervisor: empty name");
-  lt_actor *top = c.la->parent_la ? c.la->parent_la : c.la;
+  lt_actor *top = lt_rare_rd(c.la)->parent_la ? c.la->rare->parent_la : c.la;
   lt_actor *la = child_request(L);
   if (!la) return lt_push_fail(L, "nomem");
   la->supervised = supervised;
-  if (ack) la->ack_to = top->pid;
-  lt_pids_add(&la->links, top->pid); /* linked before it exists */
+  if (ack) lt_rare_get(la)->ack_to = top->pid;
+  lt_pids_add(&lt_rare_get(la)->links, top->pid); /* linked before it exists */
   ty_pid pid;
   int r = ty_spawn_hook(lt_g.rt, la, &pid, name ? register_name : NULL,
                         (void *)name);
@@ -66,7 +66,7 @@ static int l_spawn_child(lua_State *L) {
     if (r == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.supervisor: the actor table is full");
   }
-  lt_pids_add(&top->links, pid);
+  lt_pids_add(&lt_rare_get(top)->links, pid);
   lua_pushnumber(L, (lua_Number)pid);
   return 1;
 }

@@ -37,11 +37,12 @@ static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
   if (lt_g.cluster && lt_g.cluster->actor_exit)
     lt_g.cluster->actor_exit(a->pid);
   lt_grave_add(ty_worker_id(ty_worker_current()), a->pid, reason, rlen);
-  for (uint32_t i = 0; i < la->monitors.n; i++)
-    lt_send_down(la->monitors.v[i], a->pid, reason, rlen);
-  for (uint32_t i = 0; i < la->links.n; i++)
-    lt_send_raw(la->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
-  for (lt_actor *f = lt_forks_orphan(la); f; f = f->fork_next)
+  const lt_rare *r = lt_rare_rd(la);
+  for (uint32_t i = 0; i < r->monitors.n; i++)
+    lt_send_down(r->monitors.v[i], a->pid, reason, rlen);
+  for (uint32_t i = 0; i < r->links.n; i++)
+    lt_send_raw(r->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
+  for (lt_actor *f = lt_forks_orphan(la); f; f = f->rare->fork_next)
     lt_send_raw(f->pid, LT_SIG_KILL, 0, reason, rlen);
   for (uint32_t i = 0; i < la->nowed; i++)
     lt_send_reply_err(la->owed[i].to, la->owed[i].ref, "dead");
@@ -52,7 +53,7 @@ static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
                    size_t rlen) {
   la->finished = true;
   if (ty__unlikely(la->trace & LT_TR_EXIT)) lt_trace_exit(la, reason, rlen);
-  lt_actor *parent = la->parent_la;
+  lt_actor *parent = lt_rare_rd(la)->parent_la;
   if (parent) {
     lt_fork_detach(la);
     /* A fork is part of its actor: its failure, or its tycho.exit, ends
@@ -167,8 +168,8 @@ static void main_ended(lt_actor *la, bool normal, const char *reason,
  * that reason, also when a pcall caught the error exit raised and the actor
  * went on until its next wait or its return. */
 int lt_exited(ty_actor *a, lt_actor *la) {
-  const char *msg = la->exit_reason;
-  size_t len = la->exit_len;
+  const char *msg = la->rare->exit_reason;
+  size_t len = la->rare->exit_len;
   bool normal = len == 6 && memcmp(msg, "normal", 6) == 0;
   main_ended(la, normal, msg, len);
   finish(a, la, normal, msg, len);
@@ -176,7 +177,7 @@ int lt_exited(ty_actor *a, lt_actor *la) {
 }
 
 int lt_on_error(ty_actor *a, lt_actor *la) {
-  if (la->exit_reason) return lt_exited(a, la);
+  if (lt_rare_rd(la)->exit_reason) return lt_exited(a, la);
   const char *msg;
   size_t len;
   report_error(a, la->co, &msg, &len);
@@ -186,13 +187,14 @@ int lt_on_error(ty_actor *a, lt_actor *la) {
 }
 
 int lt_exit_now(lua_State *L, lt_actor *la, const char *reason, size_t len) {
-  if (!la->exit_reason) { /* a second exit (after a pcall) keeps the first */
-    la->exit_reason = ty__xmalloc(len + 1);
-    memcpy(la->exit_reason, reason, len);
-    la->exit_reason[len] = 0;
-    la->exit_len = len;
+  lt_rare *r = lt_rare_get(la);
+  if (!r->exit_reason) { /* a second exit (after a pcall) keeps the first */
+    r->exit_reason = ty__xmalloc(len + 1);
+    memcpy(r->exit_reason, reason, len);
+    r->exit_reason[len] = 0;
+    r->exit_len = len;
   }
-  lua_pushfstring(L, "tycho.exit: %s", la->exit_reason);
+  lua_pushfstring(L, "tycho.exit: %s", r->exit_reason);
   return lua_error(L);
 }
 
@@ -242,12 +244,17 @@ static bool set_remove(lt_pids *p, ty_pid pid) {
 
 static bool handle_signal(ty_actor *a, lt_actor *la, ty_msg *m) {
   switch (m->kind) {
-  case LT_SIG_LINK: set_add(&la->links, m->from); return false;
-  case LT_SIG_UNLINK: set_remove(&la->links, m->from); return false;
-  case LT_SIG_MONITOR: set_add(&la->monitors, m->from); return false;
+  case LT_SIG_LINK: set_add(&lt_rare_get(la)->links, m->from); return false;
+  case LT_SIG_UNLINK:
+    if (la->rare) set_remove(&la->rare->links, m->from);
+    return false;
+  case LT_SIG_MONITOR:
+    set_add(&lt_rare_get(la)->monitors, m->from);
+    return false;
   case LT_SIG_KILL: return true;
   case LT_SIG_EXIT: {
-    if (!set_remove(&la->links, m->from)) return false; /* unlinked */
+    if (!la->rare || !set_remove(&la->rare->links, m->from))
+      return false; /* unlinked */
     bool normal = m->len == 6 && memcmp(m->data, "normal", 6) == 0;
     if (la->trap_exit) trapped_exit(a, m);
     return !la->trap_exit && !normal;
@@ -281,9 +288,9 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
    * next resume takes it) holds a reference of its own: drop it whatever
    * the wait says (at a stop the actor can be found between setting it and
    * its wait; shutdown_spec). */
-  if (w && la->ext_cancel) la->ext_cancel(a, la);
-  while (w && la->resources) {
-    lt_res *r = la->resources;
+  if (w && lt_rare_rd(la)->ext_cancel) la->rare->ext_cancel(a, la);
+  while (w && lt_rare_rd(la)->resources) {
+    lt_res *r = la->rare->resources;
     lt_res_remove(la, r);
     r->close(r);
   }

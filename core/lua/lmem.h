@@ -32,8 +32,8 @@
 typedef struct lt_charge {
   int64_t mem;    /* net bytes allocated while it ran (an estimate) */
   int64_t recent; /* the same since the state's last collection cycle */
-  uint32_t epoch; /* the cycle `recent` counts in */
   size_t burst;   /* bytes allocated in the current run */
+  uint32_t epoch; /* the cycle `recent` counts in */
   bool doomed;    /* refused once: every later growth is refused too */
 } lt_charge;
 

@@ -132,8 +132,8 @@ static uint32_t add_str(snap *s, const char *p, size_t len) {
 }
 
 static uint32_t origin_id(snap *s, const lt_actor *la) {
-  const void *key =
-      la->origin ? (const void *)la->origin : (const void *)la->fn;
+  const void *key = lt_rare_rd(la)->origin ? (const void *)la->rare->origin
+                                           : (const void *)la->fn;
   if (!key || s->nkeys * 2 >= s->kcap) return 0; /* full: no more origins */
   size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull & (s->kcap - 1);
   while (s->keys[i] && s->keys[i] != key) i = (i + 1) & (s->kcap - 1);
@@ -245,7 +245,7 @@ static int l_trace_set(lua_State *L) {
   if (!a || !a->started) return 0;
   lt_actor *la = a->user;
   la->trace = (uint8_t)bits;
-  la->trace_to = to;
+  if (to || la->rare) lt_rare_get(la)->trace_to = to;
   lua_pushboolean(L, 1);
   return 1;
 }

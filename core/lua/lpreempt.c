@@ -93,7 +93,7 @@ void lt_preempt_guard(lua_State *L, ty_actor *a, lt_actor *la) {
 /* ---- after the resume ----------------------------------------------------- */
 
 void lt_origin(const lt_actor *la, char *buf, size_t n) {
-  if (la->origin) snprintf(buf, n, "%s", la->origin);
+  if (lt_rare_rd(la)->origin) snprintf(buf, n, "%s", la->rare->origin);
   else if (la->fn) lt_fn_origin(la->fn, buf, n);
   else snprintf(buf, n, "?");
 }
@@ -170,6 +170,7 @@ static void log_stuck(ty_worker *w, ty_actor *running, size_t n) {
  * On the watchdog thread: C only, no Lua state. */
 static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   lt_actor *la = a->user;
+  const lt_rare *r = lt_rare_rd(la); /* published under w's lock, held */
   static const char reason[] = "stuck";
   size_t rlen = sizeof reason - 1;
   lt_names_drop_pid(a->pid); /* first, as in lexit.c: a restart finds it free */
@@ -178,11 +179,11 @@ static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   if (!ty__codec_put_string(b, "DOWN", 4) &&
       !ty__codec_put_number(b, (double)a->pid) &&
       !ty__codec_put_string(b, reason, rlen)) {
-    for (uint32_t i = 0; i < la->monitors.n; i++)
-      lt_send_raw_from(a->pid, la->monitors.v[i], LT_MSG, 0, b->data, b->len);
+    for (uint32_t i = 0; i < r->monitors.n; i++)
+      lt_send_raw_from(a->pid, r->monitors.v[i], LT_MSG, 0, b->data, b->len);
   }
-  for (uint32_t i = 0; i < la->links.n; i++)
-    lt_send_raw_from(a->pid, la->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
+  for (uint32_t i = 0; i < r->links.n; i++)
+    lt_send_raw_from(a->pid, r->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
   if (la->is_main) lt_main_done(false, reason, rlen);
 }
 

@@ -72,7 +72,7 @@ static int l_fork(lua_State *L) {
   if (lua_getinfo(L, ">S", &ar)) {
     char buf[192];
     snprintf(buf, sizeof buf, "%s:%d", ar.short_src, ar.linedefined);
-    la->origin = strdup(buf);
+    lt_rare_get(la)->origin = strdup(buf);
   }
   ty_pid pid;
   if (ty_spawn_at(lt_g.rt, ty_worker_id(ty_worker_current()), la, &pid)) {
@@ -81,7 +81,8 @@ static int l_fork(lua_State *L) {
     return luaL_error(L, "tycho.fork: the actor table is full");
   }
   la->pid = pid;
-  lt_fork_attach(c.la->parent_la ? c.la->parent_la : c.la, la);
+  lt_actor *top = lt_rare_rd(c.la)->parent_la;
+  lt_fork_attach(top ? top : c.la, la);
   lua_pushnumber(L, (lua_Number)pid);
   return 1;
 }
@@ -169,9 +170,10 @@ static int l_link(lua_State *L) {
   if (!to || (to != c.a->pid && lt_send_raw(to, LT_SIG_LINK, 0, NULL, 0)))
     return link_gone(L, c, to);
   if (to != c.a->pid) {
+    lt_rare *r = lt_rare_get(c.la); /* takes the lock itself: not under it */
     ty_worker *w = ty_worker_current();
     ty_worker_lock(w); /* the watchdog may read links (lpreempt.c) */
-    lt_pids_add(&c.la->links, to);
+    lt_pids_add(&r->links, to);
     ty_worker_unlock(w);
   }
   lua_pushboolean(L, 1);
@@ -183,7 +185,7 @@ static int l_unlink(lua_State *L) {
   ty_pid to = lt_check_dest(L, 1, "unlink");
   ty_worker *w = ty_worker_current();
   ty_worker_lock(w); /* the watchdog may read links (lpreempt.c) */
-  bool linked = to && lt_pids_remove(&c.la->links, to);
+  bool linked = to && c.la->rare && lt_pids_remove(&c.la->rare->links, to);
   ty_worker_unlock(w);
   if (linked) lt_send_raw(to, LT_SIG_UNLINK, 0, NULL, 0);
   lua_pushboolean(L, 1);

@@ -494,7 +494,7 @@ static void set_origin(lua_State *L, lt_actor *la) {
   lua_pushvalue(L, 1);
   if (!lua_getinfo(L, ">S", &ar)) return;
   snprintf(buf, sizeof buf, "%s:%d", ar.short_src, ar.linedefined);
-  la->origin = strdup(buf);
+  lt_rare_get(la)->origin = strdup(buf);
 }
 
 static int l_run(lua_State *L) {
@@ -541,7 +541,7 @@ static int l_run_file(lua_State *L) {
   memcpy(args, b.data, b.len);
   lt_actor_set_spawn(la, args, b.len);
   ty__buf_free(&b);
-  la->origin = strdup(lua_tostring(L, 1));
+  lt_rare_get(la)->origin = strdup(lua_tostring(L, 1));
   return run_main(L, &cfg, la);
 }
 

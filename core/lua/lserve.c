@@ -164,7 +164,8 @@ int lt_serve_idle(ty_actor *a, lt_actor *la) {
         lua_pop(co, 1);
         lua_pushliteral(co, "nil");
       }
-      la->srv_err = luaL_ref(co, LUA_REGISTRYINDEX);
+      lt_rare *r = lt_rare_get(la);
+      r->srv_err = luaL_ref(co, LUA_REGISTRYINDEX);
     } else if (call) {
       char err[256];
       if (!send_reply(lw, la, co, err, sizeof err)) {
@@ -190,14 +191,14 @@ static int wake_failed(lt_actor *la) {
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_fn);
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_state);
   lua_pushnil(co);
-  lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_err);
-  luaL_unref(co, LUA_REGISTRYINDEX, la->srv_err);
-  la->srv_err = LUA_NOREF;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, la->rare->srv_err);
+  luaL_unref(co, LUA_REGISTRYINDEX, la->rare->srv_err);
+  la->rare->srv_err = LUA_NOREF;
   return 3;
 }
 
 int lt_serve_wake(ty_actor *a, lt_actor *la) {
-  if (la->srv_err != LUA_NOREF) return wake_failed(la);
+  if (lt_rare_rd(la)->srv_err != LUA_NOREF) return wake_failed(la);
   ty_msg *m = lt_take_msg(a);
   if (!m) {
     ty_actor_wait(a, -1, 0);
@@ -216,8 +217,9 @@ int lt_serve_wake(ty_actor *a, lt_actor *la) {
 void lt_serve_drop(lua_State *L, lt_actor *la) {
   luaL_unref(L, LUA_REGISTRYINDEX, la->srv_fn);
   luaL_unref(L, LUA_REGISTRYINDEX, la->srv_state);
-  luaL_unref(L, LUA_REGISTRYINDEX, la->srv_err); /* LUA_NOREF: no-op */
-  la->srv_fn = la->srv_state = la->srv_err = LUA_NOREF;
+  luaL_unref(L, LUA_REGISTRYINDEX, lt_rare_rd(la)->srv_err); /* NOREF: no-op */
+  la->srv_fn = la->srv_state = LUA_NOREF;
+  if (la->rare) la->rare->srv_err = LUA_NOREF;
 }
 
 /* tycho.core._serve(dispatch, state) -> module name | nil: the running

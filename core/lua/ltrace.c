@@ -57,7 +57,7 @@ static size_t summary(lua_State *L, int first, int n, char *buf, size_t cap) {
 static void emit(lt_actor *la, int ev, ty_pid peer, const char *what,
                  size_t wlen) {
   ty_pid self = la->parent ? la->parent : la->pid;
-  if (la->trace_to) {
+  if (lt_rare_rd(la)->trace_to) {
     lua_State *L = lt_worker_get()->L;
     lua_pushliteral(L, "trace");
     lua_pushnumber(L, (lua_Number)self);
@@ -66,7 +66,7 @@ static void emit(lt_actor *la, int ev, ty_pid peer, const char *what,
     if (peer) lua_pushnumber(L, (lua_Number)peer);
     else lua_pushnil(L);
     lua_pushlstring(L, what, wlen);
-    lt_send_values(L, 6, la->trace_to);
+    lt_send_values(L, 6, la->rare->trace_to);
     return;
   }
   ty__logev e;

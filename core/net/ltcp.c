@@ -21,7 +21,7 @@ static void connected_tls(lt_conn *c) {
 
 static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
                         bool timed_out) {
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   if (c->connecting && !c->closed && !timed_out) return lt_net_rewait(a, la);
   int n = -1;
   if (!c->closed && !c->connecting && c->cres >= 0 && c->tls) {
@@ -31,7 +31,7 @@ static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
     if (n < 0) return lt_net_rewait(a, la);
   }
   c->writer = NULL;
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   if (n > 0) {
     lt_conn_close(c); /* the handshake failed: its `nil, err` is pushed */
   } else if (c->closed) {
@@ -58,7 +58,7 @@ static int connect_wake(lua_State *co, ty_actor *a, lt_actor *la,
  * descriptor still open. */
 static void connect_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   c->writer = NULL;
   lt_conn_close(c);
   lt_conn_unref(c);
@@ -120,7 +120,7 @@ static int l_connect(lua_State *L) {
   }
   c->refs++; /* the op */
   c->writer = a;
-  la->ext_cancel = connect_cancel;
+  lt_rare_get(la)->ext_cancel = connect_cancel;
   return lt_yield_ext(L, "tcp.connect", connect_wake, c, tmo);
 }
 

@@ -270,11 +270,11 @@ static int read_done(lt_conn *c, int n) {
 }
 
 static int read_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   int n = read_now(co, c, c->rmode, c->rwant);
   if (n < 0 && !timed_out) return lt_net_rewait(a, la);
   c->reader = NULL;
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   if (n < 0) n = read_fail(co, c, "timeout");
   else read_done(c, n);
   lt_conn_unref(c);
@@ -283,7 +283,7 @@ static int read_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
 
 static void read_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   c->reader = NULL;
   lt_conn_unref(c);
 }
@@ -356,7 +356,7 @@ static int l_read(lua_State *L) {
   }
   lt_actor *la = a->user;
   c->refs++;
-  la->ext_cancel = read_cancel;
+  lt_rare_get(la)->ext_cancel = read_cancel;
   return lt_yield_ext(L, "tcp read", read_wake, c, tmo);
 }
 
@@ -387,7 +387,7 @@ static int l_read_some(lua_State *L) {
   }
   lt_actor *la = a->user;
   c->refs++;
-  la->ext_cancel = read_cancel;
+  lt_rare_get(la)->ext_cancel = read_cancel;
   return lt_yield_ext(L, "tcp read_some", read_wake, c, tmo);
 }
 

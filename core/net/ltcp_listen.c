@@ -531,7 +531,7 @@ static void drop_nudges(ty_actor *a) {
 
 static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
                        bool timed_out) {
-  lt_waiter *w = la->ext_ctx;
+  lt_waiter *w = lt_rare_get(la)->ext_ctx;
   lt_listener *l = w->l;
   int fd = -1, err = 0, r = TAKE_FD;
   /* A timeout may be the short one of l_accept (TAKE_LATER): then the
@@ -552,7 +552,7 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
   waiter_unlink(l, w);
   pthread_mutex_unlock(&l->mu);
   free(w);
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   int n = push_take(co, l, r, fd, err, a);
   lt_lst_unref(l);
   return n;
@@ -561,7 +561,7 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
 /* The waiting actor dies: a connection already handed to it goes on. */
 static void accept_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_waiter *w = la->ext_ctx;
+  lt_waiter *w = lt_rare_get(la)->ext_ctx;
   lt_listener *l = w->l;
   pthread_mutex_lock(&l->mu);
   waiter_unlink(l, w);
@@ -608,7 +608,7 @@ static int l_accept(lua_State *L) {
   if (!w) return push_take(L, l, r, fd, err, a);
   lt_lst_ref(l);
   lt_actor *la = a->user;
-  la->ext_cancel = accept_cancel;
+  lt_rare_get(la)->ext_cancel = accept_cancel;
   return lt_yield_ext(L, "tcp accept", accept_wake, w, wait);
 }
 

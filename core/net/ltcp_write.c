@@ -138,7 +138,7 @@ static int write_fail(lua_State *L, lt_conn *c, const char *token) {
 
 static int write_wake(lua_State *co, ty_actor *a, lt_actor *la,
                       bool timed_out) {
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   int n;
   if (c->closed) {
     n = write_fail(co, c, "closed");
@@ -159,14 +159,14 @@ static int write_wake(lua_State *co, ty_actor *a, lt_actor *la,
     n = write_fail(co, c, "timeout");
   }
   c->writer = NULL;
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   lt_conn_unref(c);
   return n;
 }
 
 static void write_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   c->writer = NULL;
   lt_conn_unref(c);
 }
@@ -175,7 +175,7 @@ static int wait_write(lua_State *L, lt_conn *c, ty_actor *a) {
   lt_actor *la = a->user;
   c->refs++; /* the waiter */
   c->writer = a;
-  la->ext_cancel = write_cancel;
+  lt_rare_get(la)->ext_cancel = write_cancel;
   return lt_yield_ext(L, "tcp write", write_wake, c, c->t_send);
 }
 

@@ -167,11 +167,11 @@ SSL_CTX *lt_tls_server_opts(lua_State *L, int idx, const char *fname, char *err,
 /* ---- conn:starttls ------------------------------------------------------------ */
 
 static int hs_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   int n = lt_tls_wait_result(co, c, timed_out);
   if (n < 0) return lt_net_rewait(a, la);
   c->writer = NULL;
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   if (n == 0) {
     lua_pushboolean(co, 1);
     n = 1;
@@ -184,7 +184,7 @@ static int hs_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
 
 static void hs_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_conn *c = la->ext_ctx;
+  lt_conn *c = lt_rare_get(la)->ext_ctx;
   c->writer = NULL;
   lt_conn_unref(c);
 }
@@ -267,7 +267,7 @@ int lt_tls_l_starttls(lua_State *L) {
   lt_actor *la = a->user;
   c->refs++;
   c->writer = a;
-  la->ext_cancel = hs_cancel;
+  lt_rare_get(la)->ext_cancel = hs_cancel;
   return lt_yield_ext(L, "tcp starttls", hs_wake, c, tmo);
 }
 

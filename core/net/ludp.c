@@ -155,7 +155,7 @@ static int recv_now(lua_State *L, lt_udp *u) {
 }
 
 static int recv_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
-  lt_udp *u = la->ext_ctx;
+  lt_udp *u = lt_rare_get(la)->ext_ctx;
   int n = u->closed ? lt_push_fail(co, "closed") : take_datagram(co, u);
   if (n < 0 && !timed_out) {
     /* A cancel left over from an earlier timeout ended with nothing: this
@@ -169,14 +169,14 @@ static int recv_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
     n = lt_push_fail(co, "timeout");
   }
   u->reader = NULL;
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   udp_unref(u);
   return n;
 }
 
 static void recv_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_udp *u = la->ext_ctx;
+  lt_udp *u = lt_rare_get(la)->ext_ctx;
   u->reader = NULL;
   ty__io_cancel(u->io, &u->rop);
   udp_unref(u);
@@ -199,7 +199,7 @@ static const char *send_errtok(int err) {
 }
 
 static int send_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
-  lt_udp *u = la->ext_ctx;
+  lt_udp *u = lt_rare_get(la)->ext_ctx;
   int n;
   if (u->closed) {
     n = lt_push_fail(co, "closed");
@@ -213,14 +213,14 @@ static int send_wake(lua_State *co, ty_actor *a, lt_actor *la, bool timed_out) {
     n = lt_push_fail(co, "timeout");
   }
   u->writer = NULL;
-  la->ext_cancel = NULL;
+  lt_rare_get(la)->ext_cancel = NULL;
   udp_unref(u);
   return n;
 }
 
 static void send_cancel(ty_actor *a, lt_actor *la) {
   (void)a;
-  lt_udp *u = la->ext_ctx;
+  lt_udp *u = lt_rare_get(la)->ext_ctx;
   u->writer = NULL;
   ty__io_cancel(u->io, &u->wop);
   udp_unref(u);
@@ -288,7 +288,7 @@ static int l_sendto(lua_State *L) {
   u->refs += 2; /* the op, the waiter */
   u->writer = a;
   lt_actor *la = a->user;
-  la->ext_cancel = send_cancel;
+  lt_rare_get(la)->ext_cancel = send_cancel;
   return lt_yield_ext(L, "udp sendto", send_wake, u, u->t_send);
 }
 
@@ -310,7 +310,7 @@ static int l_recvfrom(lua_State *L) {
   u->refs++; /* the waiter */
   u->reader = a;
   lt_actor *la = a->user;
-  la->ext_cancel = recv_cancel;
+  lt_rare_get(la)->ext_cancel = recv_cancel;
   return lt_yield_ext(L, "udp recvfrom", recv_wake, u, tmo);
 }
 
