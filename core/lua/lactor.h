@@ -141,7 +141,7 @@ struct lt_actor {
   uint8_t preempted;
   bool frozen;
   bool co_returned; /* its coroutine returned: it may be pooled (lserve.c) */
-  char *spawn; /* encoded args (LT_FN_FILE: path, args) until the start */
+  char *spawn;      /* encoded args (LT_FN_FILE: path, args) until the start */
   uint32_t spawn_len;
   int fn_ref; /* LT_FN_REF: registry ref of a table {n=, f, args...};
                * LT_FN_HERE: of the function (args in spawn) */
