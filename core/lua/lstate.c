@@ -257,24 +257,12 @@ static void guard_borrowed(lt_worker *lw) {
   if (lt_mem_watch(L, &lw->heap)) lua_pop(L, 1); /* cycles unseen: no harm */
 }
 
-#ifdef TY_MIMALLOC
-#include <mimalloc.h>
-/* A worker's state on mimalloc (the Makefile's ALLOC; Debian's LuaJIT 2.1,
- * GC64, takes an allocator in lua_newstate): about 6% less CPU than LuaJIT's
- * own allocator in the spawn benchmark (bench/results-alloc.md). */
-static void *state_alloc(void *ud, void *p, size_t osize, size_t nsize) {
-  (void)ud;
-  (void)osize;
-  if (!nsize) {
-    mi_free(p);
-    return NULL;
-  }
-  return mi_realloc(p, nsize);
-}
-#define NEW_STATE() lua_newstate(state_alloc, NULL)
-#else
+/* A worker's state keeps LuaJIT's own allocator, even in a mimalloc build:
+ * on mimalloc it spent ~6% less CPU in the spawn benchmark, but mimalloc
+ * keeps the address space a freed heap held, so after a memory bomb (an
+ * actor that filled a `ulimit -v`) the other workers could no longer
+ * allocate and a DOWN was lost (memory_spec's 700 MB test hung). */
 #define NEW_STATE() luaL_newstate()
-#endif
 
 void lt_state_init(ty_worker *w, void *ud) {
   (void)ud;
