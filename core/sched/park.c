@@ -159,11 +159,24 @@ static uint64_t spin_budget(ty_worker *w, uint64_t spin) {
  * not keep a busy worker off its core. The spin ends when the worker's next
  * timer falls due (spin_budget), so that it fires on time.
  */
+/* A yield that came back this late went behind other runnable threads: the
+ * machine has more of them than cores. Spinning then costs the worker a
+ * time slice behind them each time it yields (a message to it waits for
+ * that, ~ms: the Lua ring under two CPU hogs fell from 4M to 55k hops/s),
+ * while a parked worker that is woken goes first. So the next idle turns
+ * park at once. */
+#define TY__SPIN_PREEMPTED_NS 200000u
+#define TY__SPIN_OFF_TURNS 1024u
+
 bool ty__spin_for_work(ty_worker *w) {
   uint64_t spin = w->rt->cfg.spin_ns;
   /* Sends queued behind this turn's writes (write-behind) leave now, not
    * after the spin: the worker has nothing else to do meanwhile. */
   ty__io_submit(w->io);
+  if (w->spin_off) { /* the machine is oversubscribed (below) */
+    w->spin_off--;
+    return false;
+  }
   if (w->rt->n == 1 || !(spin = spin_budget(w, spin))) return false;
   ty__publish_all(w);
   uint64_t until = ty__now_ns() + spin;
@@ -172,7 +185,15 @@ bool ty__spin_for_work(ty_worker *w) {
     /* a hint; the park path re-reads it after its fence. */
     if (ty__worker_exiting(w)) return false;
     if ((i & 31) == 0 && ty__now_ns() > until) return false;
-    if ((i & 255) == 0) sched_yield();
-    else ty__cpu_relax();
+    if ((i & 255) == 0) {
+      uint64_t t0 = ty__now_ns();
+      sched_yield();
+      if (ty__now_ns() - t0 > TY__SPIN_PREEMPTED_NS) {
+        w->spin_off = TY__SPIN_OFF_TURNS;
+        return false;
+      }
+    } else {
+      ty__cpu_relax();
+    }
   }
 }
