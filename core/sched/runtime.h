@@ -144,7 +144,7 @@ struct ty_worker {
   uint32_t batch_polls;
   double poll_ewma_ns;
   bool searching;
-  uint32_t spin_off; /* idle turns left that park without spinning */
+  uint32_t spin_off;    /* idle turns left that park without spinning */
   unsigned place_to;    /* P2C choice for the current block */
   uint32_t place_left;  /* spawns left in the block */
   uint32_t *free_slots; /* pid slots this worker may reuse */
