@@ -140,75 +140,8 @@ local function log_failure(req, err)
     path = req and req.path or "?", reason = text(err) })
 end
 
--- ---- the handler: moved to every worker ---------------------------------------
-
--- The name package.loaded knows v by, or nil.
-local function module_name(v)
-  for name, m in pairs(package.loaded) do
-    if rawequal(m, v) then return name end
-  end
-end
-
--- What an acceptor needs to rebuild the handler on its worker: a module
--- name, or the function's bytecode and its upvalues (modules by name).
-local function pack_handler(h, fname)
-  if type(h) == "string" then
-    local ok, f = pcall(require, h)
-    if not ok then error(("tycho.http.%s: handler module '%s' failed to load: %s")
-      :format(fname, h, f), 3) end
-    if type(f) ~= "function" then
-      error(("tycho.http.%s: handler module '%s' must return a function, not a %s")
-        :format(fname, h, type(f)), 3)
-    end
-    return { module = h }
-  end
-  if type(h) ~= "function" then
-    error(("tycho.http.%s: handler must be a function or a module name, not a %s")
-      :format(fname, type(h)), 3)
-  end
-  local ups = {}
-  for i = 1, math.huge do
-    local name, v = debug.getupvalue(h, i)
-    if not name then break end
-    if rawequal(v, h) then
-      ups[i] = true
-    else
-      local m = (type(v) == "table" or type(v) == "function" or type(v) == "userdata")
-        and module_name(v)
-      if not m then
-        error(("tycho.http.%s: the handler's upvalue '%s' (a %s) cannot move to "
-          .. "the workers; only modules can (require them in the handler or at "
-          .. "the top of its file), or give handler as a module name")
-          :format(fname, name, type(v)), 3)
-      end
-      ups[i] = m
-    end
-  end
-  local ok, code = pcall(string.dump, h)
-  if not ok then
-    error(("tycho.http.%s: the handler cannot be moved (%s)"):format(fname, code), 3)
-  end
-  return { code = code, ups = ups }
-end
-
-local function unpack_handler(spec)
-  if spec.module then
-    -- Each request takes the module's current value: tycho.reload replaces
-    -- package.loaded[name] on every worker, and new requests use it.
-    local name, loaded = spec.module, package.loaded
-    local f = require(name)
-    return function(...)
-      local g = loaded[name]
-      if g ~= f and type(g) == "function" then f = g end
-      return f(...)
-    end
-  end
-  local f = assert(loadstring(spec.code))
-  for i, m in pairs(spec.ups) do
-    debug.setupvalue(f, i, m == true and f or require(m))
-  end
-  return f
-end
+-- The handler moves to every worker (lua/tycho/http_handler.lua).
+local handler_spec = require "tycho.http_handler"
 
 -- ---- a connection ---------------------------------------------------------------
 
@@ -431,7 +364,7 @@ end
 -- without upvalues that requires this module). A: what its connections
 -- share (the config, the gauge, its reaper and the other acceptors').
 function http._acceptor(l, spec, opts, gauge, supervisor, max)
-  local handler = with_args(unpack_handler(spec), opts.args)
+  local handler = with_args(handler_spec.unpack(spec), opts.args)
   local busy = opts.busy_timeout or 5
   if busy < 0 or busy == math.huge then busy = -1 end
   local A = { cfg = hc.config(opts), gauge = gauge, max = max, pressure = false,
@@ -594,7 +527,7 @@ end
 -- Listens, starts the acceptors and their supervisor.
 local function start(opts, fname)
   check_options(opts, fname)
-  local spec = pack_handler(opts.handler, fname)
+  local spec = handler_spec.pack(opts.handler, fname)
   local l, err = tycho.tcp.listen{ host = opts.host or "127.0.0.1", port = opts.port or 8080,
     backlog = opts.backlog or 4096, tls = server_tls(opts.tls, fname) }
   if not l then return nil, err end
