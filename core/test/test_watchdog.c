@@ -184,6 +184,9 @@ TEST_IMPL(wd_stuck) {
     usleep(1000);
   }
   CHECK(ty__now_ns() - t0 < 1000000000ull); /* two slices, and a start */
+  /* The watchdog marks the worker before it reports the dead (watchdog.c,
+   * declare): the report may come a moment after the mark is seen. */
+  CHECK(wait_for(&g_dead, 2, 2));
   CHECK_EQ(atomic_load(&g_dead), 2);
   CHECK(!ty_pid_alive(rt, waiter));
   CHECK(!ty_pid_alive(rt, runner));
