@@ -19,6 +19,7 @@
 #include "net/lhttp.h"
 #include "net/lnet.h"
 #include "net/lngx.h"
+#include "net/lws.h"
 #include "net/ludp.h"
 
 /* Keeps this shared object loaded for the life of the process. Threads of
@@ -54,6 +55,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_udp(L);
   lt_open_ngx(L);
   lt_open_http(L);
+  lt_open_ws(L);
   lc_open_cluster(L);
   lua_pushliteral(L, TYCHO_VERSION);
   lua_setfield(L, -2, "version");
