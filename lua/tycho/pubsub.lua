@@ -1,0 +1,177 @@
+--- tycho.pubsub: publish/subscribe, on this node and across the cluster.
+--
+--   pubsub.subscribe(topic)      -- this actor gets ("PUB", topic, ...) for
+--   pubsub.unsubscribe(topic)    --   every publish(topic, ...) from now on
+--   pubsub.publish(topic, ...) -> n   -- n: local subscribers reached
+--
+-- Where it runs: one registry actor per node (registered as
+-- "tycho.pubsub"), started by the first call. It keeps topic -> its
+-- subscribers (an array, so a publish is one loop of tycho.send) and
+-- monitors each subscriber, so one that ends is unsubscribed. subscribe
+-- and publish are calls to it: subscribe holds when it returns, publish
+-- returns once every local subscriber has been sent the message. Order:
+-- publisher -> registry -> subscriber are each in order, so a subscriber
+-- sees one publisher's messages in the order they were published.
+--
+-- In a cluster: each registry also holds the global name
+-- "tycho.pubsub.<node>"; a publish goes to the registry of every other
+-- live node (tycho.nodes()) as one message, which fans it out to its own
+-- subscribers (at most once, as every message across nodes). It uses only
+-- the cluster's public API: global names and send.
+local tycho = require "tycho"
+
+local M = {}
+
+local NAME = "tycho.pubsub"
+local select, send = select, tycho.send
+
+local function check_topic(topic, fname)
+  if type(topic) ~= "string" then
+    error(("tycho.pubsub.%s: topic must be a string, not a %s"):format(fname, type(topic)), 3)
+  end
+end
+
+-- ---- the registry -----------------------------------------------------------------
+
+-- No upvalues but modules: it is spawned.
+local function registry()
+  local ps = require "tycho.pubsub"
+  return ps._registry()
+end
+
+function M._registry()
+  local topics = {} -- topic -> { [i] = pid }, plus index[topic][pid] = i
+  local index = {}
+  local subs = {}   -- pid -> { [topic] = true }
+  local monitored = {}
+  local node = tycho.node()
+  local peers, peers_at = {}, -1 -- node -> the registry pid on it
+
+  if node then tycho.register_global(NAME .. "." .. node) end
+
+  local function add(topic, pid)
+    local list, idx = topics[topic], index[topic]
+    if not list then
+      list, idx = {}, {}
+      topics[topic], index[topic] = list, idx
+    end
+    if idx[pid] then return end
+    list[#list + 1] = pid
+    idx[pid] = #list
+    local s = subs[pid]
+    if not s then
+      s = {}
+      subs[pid] = s
+    end
+    s[topic] = true
+    if not monitored[pid] then
+      monitored[pid] = true
+      tycho.monitor(pid)
+    end
+  end
+
+  local function remove(topic, pid)
+    local list, idx = topics[topic], index[topic]
+    local i = idx and idx[pid]
+    if not i then return end
+    local n = #list
+    local last = list[n]
+    list[i], idx[last] = last, i
+    list[n], idx[pid] = nil, nil
+    if n == 1 then topics[topic], index[topic] = nil, nil end
+    local s = subs[pid]
+    if s then s[topic] = nil end
+  end
+
+  -- Sends ("PUB", topic, ...) to every local subscriber: how many got it.
+  -- (One value, the usual case, gets a loop without varargs: LuaJIT
+  -- compiles it.)
+  local function fan_out(topic, ...)
+    local list = topics[topic]
+    if not list then return 0 end
+    local n = 0
+    if select("#", ...) == 1 then
+      local v = ...
+      for i = 1, #list do
+        if send(list[i], "PUB", topic, v) then n = n + 1 end
+      end
+      return n
+    end
+    for i = 1, #list do
+      if send(list[i], "PUB", topic, ...) then n = n + 1 end
+    end
+    return n
+  end
+
+  -- The registries of the other live nodes (looked up again each 100 ms:
+  -- a node that comes up is reached within that).
+  local function remote_registries()
+    local t = tycho.now()
+    if t - peers_at < 0.1 then return peers end
+    peers_at = t
+    local found = {}
+    for _, n in ipairs(tycho.nodes()) do
+      if n ~= node then
+        found[n] = tycho.whereis_global(NAME .. "." .. n)
+      end
+    end
+    peers = found
+    return peers
+  end
+
+  local function handle(op, ...)
+    if op == "pub" then -- ("pub", topic, ...): a call from a local publisher
+      tycho.reply(fan_out(...))
+      if node then
+        for _, pid in pairs(remote_registries()) do send(pid, "rpub", ...) end
+      end
+    elseif op == "rpub" then -- from another node's registry
+      fan_out(...)
+    elseif op == "sub" then
+      local topic, pid = ...
+      add(topic, pid)
+      tycho.reply(true)
+    elseif op == "unsub" then
+      local topic, pid = ...
+      remove(topic, pid)
+      tycho.reply(true)
+    elseif op == "DOWN" then
+      local pid = ...
+      local s = subs[pid]
+      if s then
+        for topic in pairs(s) do remove(topic, pid) end
+        subs[pid] = nil
+      end
+      monitored[pid] = nil
+    end
+  end
+
+  while true do handle(tycho.recv()) end
+end
+
+-- The registry of this node, started on first use.
+local function registry_pid()
+  local pid = tycho.whereis(NAME)
+  if pid then return pid end
+  pid = tycho.spawn(registry)
+  if tycho.register(NAME, pid) then return pid end
+  tycho.kill(pid) -- another actor started one first
+  return assert(tycho.whereis(NAME))
+end
+
+function M.subscribe(topic)
+  check_topic(topic, "subscribe")
+  return tycho.call(registry_pid(), "sub", topic, tycho.self())
+end
+
+function M.unsubscribe(topic)
+  check_topic(topic, "unsubscribe")
+  return tycho.call(registry_pid(), "unsub", topic, tycho.self())
+end
+
+function M.publish(topic, ...)
+  check_topic(topic, "publish")
+  return tycho.call(registry_pid(), "pub", topic, ...)
+end
+
+return M

@@ -1,0 +1,64 @@
+-- The tycho.http handler of the websocket specs' echo server
+-- (spec/support/ws.lua): /ws echoes every message; "close:<code>" closes
+-- with that code, "ask" reports the last recv's result.
+local ws = require "tycho.websocket"
+
+local function echo(w, req)
+  if req.path == "/proto" then
+    w:send(w.protocol or "none")
+  end
+  while true do
+    local data, kind, code = w:recv()
+    if not data then
+      local tycho = require "tycho"
+      local watcher = tycho.whereis("ws_watcher")
+      if watcher then tycho.send(watcher, "ended", kind, code) end
+      return
+    end
+    if data:sub(1, 6) == "close:" then
+      w:close(tonumber(data:sub(7)), "asked")
+      return
+    end
+    w:send(data, kind)
+  end
+end
+
+-- Socket and mailbox in one loop (ws:forward): relays ("say", s) from
+-- other actors, echoes the socket's messages.
+local function relay(w)
+  local tycho = require "tycho"
+  tycho.register("fwd_actor")
+  w:forward()
+  while true do
+    local tag, data, kind, code = tycho.recv()
+    if tag == "WS" and data then
+      w:send("echo:" .. data, kind)
+    elseif tag == "WS" then
+      tycho.send(tycho.whereis("ws_watcher"), "ended", kind, code)
+      return
+    elseif tag == "say" then
+      w:send("said:" .. data)
+    end
+  end
+end
+
+-- Writes 64 KiB messages to a client that never reads, until the send
+-- fails (send_timeout); tells the watcher how much went out.
+local function flood(w)
+  local tycho = require "tycho"
+  assert(w:recv(10) == "flood")
+  local chunk, sent, t0 = string.rep("x", 65536), 0, tycho.now()
+  while w:send(chunk) do
+    sent = sent + #chunk
+    if sent > 2 ^ 30 then break end
+  end
+  tycho.send(tycho.whereis("ws_watcher"), "flood_end", sent, tycho.now() - t0,
+    collectgarbage("count"))
+end
+
+return function(req, opts)
+  if req.path == "/" then return "plain" end
+  if req.path == "/fwd" then return ws.accept(req, relay, opts) end
+  if req.path == "/flood" then return ws.accept(req, flood, opts) end
+  return ws.accept(req, echo, opts)
+end
