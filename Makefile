@@ -200,6 +200,7 @@ chaos:
 # A new target is one line here (fuzz/README.md).
 FUZZ_TARGETS  = codec
 FUZZ_TARGETS += http_request
+FUZZ_TARGETS += websocket_frame
 FUZZ_S       ?= 30
 FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=all -fno-omit-frame-pointer

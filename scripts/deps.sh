@@ -38,6 +38,9 @@ PACKAGES=(
   # https and http_client workloads and of the HTTP client's specs, is not
   # installed: scripts/fetch-debs.sh unpacks it under build/debs)
   wrk curl spin valgrind
+  # tycho.websocket's peer in its specs (spec/fixtures/ws_peer.py), and the
+  # headless browser of examples/chat's spec (spec/chat_spec.lua)
+  python3-websockets chromium
   # make lint: C style and Lua style
   clang-format lua-check
 )

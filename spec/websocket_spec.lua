@@ -197,7 +197,8 @@ for _, io in ipairs(IO.names) do
             ended = ended + 1
             c:close()
           end
-          local ws = assert(require("tycho.websocket").connect(("ws://127.0.0.1:%d/ws"):format(port)))
+          local url = ("ws://127.0.0.1:%d/ws"):format(port)
+          local ws = assert(require("tycho.websocket").connect(url))
           ws:send("still here")
           local d = ws:recv(5)
           ws:close()

@@ -19,8 +19,8 @@
 #include "net/lhttp.h"
 #include "net/lnet.h"
 #include "net/lngx.h"
-#include "net/lws.h"
 #include "net/ludp.h"
+#include "net/lws.h"
 
 /* Keeps this shared object loaded for the life of the process. Threads of
  * the core outlive the Lua state that loaded it (the log writer, idle pool

@@ -26,7 +26,8 @@ end
 
 return function(req, page)
   if req.path == "/" then
-    return { status = 200, headers = { ["content-type"] = "text/html; charset=utf-8" }, body = page }
+    return { status = 200, body = page,
+      headers = { ["content-type"] = "text/html; charset=utf-8" } }
   elseif req.path == "/ws" then
     return websocket.accept(req, member)
   end
