@@ -136,6 +136,9 @@ $(BUILD)/cbench: bench/cbench.c $(BUILD)/libtycore.a $(HEADERS)
 
 # The cluster benchmarks' baseline: nats.c alone (links libnats; tycho itself
 # loads it only when a node joins a cluster, see core/cluster/natsapi.h).
+$(BUILD)/wsload: bench/wsload.c
+	$(CC) $(CFLAGS_ALL) -o $@ bench/wsload.c
+
 $(BUILD)/nats_raw: bench/nats_raw.c
 	$(CC) $(CFLAGS_ALL) -o $@ bench/nats_raw.c -lnats
 
@@ -216,7 +219,7 @@ $(BUILD)/fuzz/%: fuzz/%.c $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(HEADER
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -I$(LLHTTP_INC) $(LLHTTP_DEF) -fsanitize=fuzzer \
 	  -o $@ $< $(LUA_OBJ) $(LLHTTP_OBJ) $(BUILD)/libtycore.a $(LUA_LIBS) $(TLS_LIBS) $(NGX_LIBS) $(LDLIBS)
 
-bench: $(BUILD)/cbench $(BUILD)/nats_raw $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
+bench: $(BUILD)/cbench $(BUILD)/nats_raw $(BUILD)/wsload $(BUILD)/lib/tycho/core.so $(BUILD)/bin/tycho
 	BENCH="$(BENCH)" bench/run.sh
 
 deps:

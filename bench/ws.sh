@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# bench/ws.sh - WebSocket and pubsub workloads (BENCH=ws; also run alone:
+# bench/ws.sh after make bench), each RUNS times, medians:
+#   tycho ws_echo / openresty ws_echo   build/wsload (64 connections, 64-byte
+#       text messages, one in flight each, WS_SECONDS s) against
+#       bench/lua/ws_echo.lua on WORKERS workers, and against Debian's nginx +
+#       lua-nginx-module + lua-nginx-websocket (lua-resty-websocket's server),
+#       unpacked under build/debs (scripts/fetch-debs.sh), NGINX_WORKERS=2
+#   tycho pubsub_fanout   one publish to 10,000 local subscribers (ms)
+#   tycho pubsub_nodes    deliveries/s, node a -> 100 subscribers on node b,
+#       over one nats-server
+# tokio-tungstenite is not packaged by Debian (bookworm): no Tokio row.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+RUNS=${RUNS:-3}
+WORKERS=${WORKERS:-2}
+NGINX_WORKERS=${NGINX_WORKERS:-2}
+WS_SECONDS=${WS_SECONDS:-5}
+BUILD=${BUILD:-build}
+TYCHO=$ROOT/$BUILD/bin/tycho
+WSLOAD=$ROOT/$BUILD/wsload
+TMPD=$(mktemp -d /tmp/wsbench.XXXXXX)
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  sleep 0.3
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  PIDS=()
+}
+trap 'cleanup; rm -rf "$TMPD"' EXIT
+
+free_port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
+wait_port() {
+  local i
+  for i in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# runs <name> <unit> <command...>: RUNS times, the median of the RESULT lines
+runs() {
+  local name=$1 unit=$2 vals="" i out v
+  shift 2
+  for i in $(seq 1 "$RUNS"); do
+    out=$("$@" 2>"$TMPD/err")
+    v=$(awk '$1 == "RESULT" { print $2 }' <<<"$out")
+    [ -n "$v" ] || echo "# $name run $i failed: $(tail -c 300 "$TMPD/err" | tr '\n' ' ')"
+    vals="$vals $v"
+    grep '^DETAIL' <<<"$out" | sed "s/^/# $name run $i: /"
+  done
+  echo "$name: $(tr ' ' '\n' <<<"$vals" | grep . | median) $unit (runs:$vals)"
+}
+
+echo "# ws suite: $(date -u +%FT%TZ) host=$(uname -n) nproc=$(nproc) uptime: $(uptime)"
+
+# ---- tycho echo
+port=$(free_port)
+"$TYCHO" --workers "$WORKERS" bench/lua/ws_echo.lua "$port" >"$TMPD/tycho.log" 2>&1 &
+PIDS+=($!)
+if wait_port "$port"; then
+  runs "tycho ws_echo" msg/s "$WSLOAD" "$port" /ws 64 64 "$WS_SECONDS"
+else
+  echo "# tycho ws_echo: the server did not start: $(cat "$TMPD/tycho.log")"
+fi
+cleanup
+
+# ---- OpenResty echo (lua-resty-websocket's server)
+PKGS="nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 lua-resty-core lua-resty-lrucache lua-nginx-websocket"
+DEBS=${DEBS_DIR:-$ROOT/build/debs}
+if scripts/fetch-debs.sh $PKGS >/dev/null 2>"$TMPD/fetch.log"; then
+  export LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu
+  d=$TMPD/nginx
+  mkdir -p "$d/tmp" && chmod 755 "$d"
+  port=$(free_port)
+  cat >"$d/nginx.conf" <<CONF
+load_module $DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules/ndk_http_module.so;
+load_module $DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules/ngx_http_lua_module.so;
+worker_processes $NGINX_WORKERS;
+daemon off;
+pid $d/nginx.pid;
+error_log stderr warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $d/tmp/body; proxy_temp_path $d/tmp/proxy;
+  fastcgi_temp_path $d/tmp/fastcgi; uwsgi_temp_path $d/tmp/uwsgi; scgi_temp_path $d/tmp/scgi;
+  lua_package_path "$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;$DEBS/lua-nginx-websocket/usr/share/lua/5.1/?.lua;;";
+  server {
+    listen 127.0.0.1:$port reuseport backlog=4096;
+    location = /ws {
+      content_by_lua_block {
+        local server = require "nginx.websocket.server"
+        local wb = server:new{ timeout = 60000, max_payload_len = 65535 }
+        if not wb then return ngx.exit(444) end
+        while true do
+          local data, typ, err = wb:recv_frame()
+          if not data and not (err and err:find("timeout", 1, true)) then return end
+          if typ == "close" then wb:send_close() return
+          elseif typ == "ping" then wb:send_pong(data)
+          elseif typ == "text" then wb:send_text(data)
+          elseif typ == "binary" then wb:send_binary(data) end
+        end
+      }
+    }
+  }
+}
+CONF
+  "$DEBS/nginx/usr/sbin/nginx" -p "$d" -c "$d/nginx.conf" -e stderr >"$d/srv.log" 2>&1 &
+  PIDS+=($!)
+  if wait_port "$port"; then
+    runs "openresty ws_echo" msg/s "$WSLOAD" "$port" /ws 64 64 "$WS_SECONDS"
+  else
+    echo "# openresty ws_echo: nginx did not start: $(tail -5 "$d/srv.log")"
+  fi
+  cleanup
+else
+  echo "# openresty ws_echo: fetching the .debs failed: $(tail -3 "$TMPD/fetch.log")"
+fi
+
+# ---- pubsub
+runs "tycho pubsub_fanout" ms "$TYCHO" --workers "$WORKERS" bench/lua/pubsub_fanout.lua 10000
+
+NATS=$(command -v nats-server || echo /usr/sbin/nats-server)
+if [ -x "$NATS" ]; then
+  nodes_run() {
+    local port js b
+    port=$(free_port)
+    js=$TMPD/js.$RANDOM
+    "$NATS" -a 127.0.0.1 -p "$port" -js -sd "$js" >"$TMPD/nats.log" 2>&1 &
+    PIDS+=($!)
+    wait_port "$port" || return 1
+    "$TYCHO" --workers "$WORKERS" --node b --nats "nats://127.0.0.1:$port" \
+      bench/lua/pubsub_nodes.lua sub 100 5000 >"$TMPD/b.log" 2>&1 &
+    b=$!
+    PIDS+=("$b")
+    for _ in $(seq 1 150); do grep -q READY "$TMPD/b.log" && break; sleep 0.1; done
+    timeout 120 "$TYCHO" --workers "$WORKERS" --node a --nats "nats://127.0.0.1:$port" \
+      bench/lua/pubsub_nodes.lua pub 100 5000
+    cleanup
+  }
+  runs "tycho pubsub_nodes" deliveries/s nodes_run
+else
+  echo "# tycho pubsub_nodes: nats-server missing (make deps), skipped"
+fi
+echo "# ws suite done: $(uptime)"
