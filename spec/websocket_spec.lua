@@ -277,6 +277,27 @@ for _, io in ipairs(IO.names) do
         assert.is_string(r[3])
       end)
 
+      it("speaks wss:// to a TLS server, and fails with the TLS reason on an unknown CA",
+        function()
+        local dir = require("support.tls").certs()
+        local r = IO.run(io, function(dir)
+          local W = require "support.ws"
+          local websocket = require "tycho.websocket"
+          local port = W.echo_server({}, { cert = dir .. "/srv.pem", key = dir .. "/srv.key" })
+          local url = ("wss://127.0.0.1:%d/ws"):format(port)
+          local ws = assert(websocket.connect(url, { tls = { ca = dir .. "/ca.pem" } }))
+          assert(ws:send("over tls"))
+          local d = ws:recv(5)
+          ws:close()
+          local no, err = websocket.connect(url)
+          return { d, no, err }
+        end, dir)
+        require("support.tls").cleanup(dir)
+        assert.equal("over tls", r[1])
+        assert.is_nil(r[2])
+        assert.matches("^tls: ", r[3])
+      end)
+
       it("raises on misuse", function()
         local errs = IO.run(io, function()
           local websocket = require "tycho.websocket"

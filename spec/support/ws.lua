@@ -53,10 +53,11 @@ function W.run_python(args)
 end
 
 -- An echo server with websocket options opts on port 0 (inside an actor):
--- its port and the server. The websocket function is a module's.
-function W.echo_server(opts)
+-- its port and the server (HTTPS with tls = {cert=, key=}). The websocket
+-- function is a module's.
+function W.echo_server(opts, tls)
   local tycho = require "tycho"
-  local srv = assert(tycho.http.listen{ host = "127.0.0.1", port = 0,
+  local srv = assert(tycho.http.listen{ host = "127.0.0.1", port = 0, tls = tls,
     handler = "support.ws_handler", args = { opts or {} } })
   return srv.port, srv
 end
