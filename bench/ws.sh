@@ -62,18 +62,15 @@ echo "# ws suite: $(date -u +%FT%TZ) host=$(uname -n) nproc=$(nproc) uptime: $(u
 port=$(free_port)
 "$TYCHO" --workers "$WORKERS" bench/lua/ws_echo.lua "$port" >"$TMPD/tycho.log" 2>&1 &
 PIDS+=($!)
-if wait_port "$port"; then
-  runs "tycho ws_echo" msg/s "$WSLOAD" "$port" /ws 64 64 "$WS_SECONDS"
-else
-  echo "# tycho ws_echo: the server did not start: $(cat "$TMPD/tycho.log")"
-fi
-cleanup
+TPORT=""
+if wait_port "$port"; then TPORT=$port
+else echo "# tycho ws_echo: the server did not start: $(cat "$TMPD/tycho.log")"; fi
 
-# ---- OpenResty echo (lua-resty-websocket's server)
+# ---- OpenResty echo (lua-resty-websocket's server), started beside tycho's
+OPORT=""
 PKGS="nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 lua-resty-core lua-resty-lrucache lua-nginx-websocket"
 DEBS=${DEBS_DIR:-$ROOT/build/debs}
 if scripts/fetch-debs.sh $PKGS >/dev/null 2>"$TMPD/fetch.log"; then
-  export LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu
   d=$TMPD/nginx
   mkdir -p "$d/tmp" && chmod 755 "$d"
   port=$(free_port)
@@ -110,17 +107,33 @@ http {
   }
 }
 CONF
-  "$DEBS/nginx/usr/sbin/nginx" -p "$d" -c "$d/nginx.conf" -e stderr >"$d/srv.log" 2>&1 &
+  # OpenResty's LuaJIT (libluajit2) for nginx alone
+  LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu "$DEBS/nginx/usr/sbin/nginx" -p "$d" -c "$d/nginx.conf" -e stderr >"$d/srv.log" 2>&1 &
   PIDS+=($!)
-  if wait_port "$port"; then
-    runs "openresty ws_echo" msg/s "$WSLOAD" "$port" /ws 64 64 "$WS_SECONDS"
-  else
-    echo "# openresty ws_echo: nginx did not start: $(tail -5 "$d/srv.log")"
-  fi
-  cleanup
+  if wait_port "$port"; then OPORT=$port
+  else echo "# openresty ws_echo: nginx did not start: $(tail -5 "$d/srv.log")"; fi
 else
   echo "# openresty ws_echo: fetching the .debs failed: $(tail -3 "$TMPD/fetch.log")"
 fi
+
+# The two echo servers idle side by side; their runs alternate (tycho,
+# OpenResty, tycho, ...) so that both see the same moments of a shared
+# machine.
+T_VALS="" O_VALS=""
+# one discarded run each first: JIT traces, actors and nginx workers warm
+[ -n "$TPORT" ] && "$WSLOAD" "$TPORT" /ws 64 64 2 >/dev/null
+[ -n "$OPORT" ] && "$WSLOAD" "$OPORT" /ws 64 64 2 >/dev/null
+for i in $(seq 1 "$RUNS"); do
+  if [ -n "$TPORT" ]; then
+    T_VALS="$T_VALS $("$WSLOAD" "$TPORT" /ws 64 64 "$WS_SECONDS" | awk '$1 == "RESULT" { print $2 }')"
+  fi
+  if [ -n "$OPORT" ]; then
+    O_VALS="$O_VALS $("$WSLOAD" "$OPORT" /ws 64 64 "$WS_SECONDS" | awk '$1 == "RESULT" { print $2 }')"
+  fi
+done
+cleanup
+[ -n "$TPORT" ] && echo "tycho ws_echo: $(tr ' ' '\n' <<<"$T_VALS" | grep . | median) msg/s (runs:$T_VALS)"
+[ -n "$OPORT" ] && echo "openresty ws_echo: $(tr ' ' '\n' <<<"$O_VALS" | grep . | median) msg/s (runs:$O_VALS)"
 
 # ---- pubsub
 runs "tycho pubsub_fanout" ms "$TYCHO" --workers "$WORKERS" bench/lua/pubsub_fanout.lua 10000
