@@ -61,7 +61,8 @@ echo "# ws suite: $(date -u +%FT%TZ) host=$(uname -n) nproc=$(nproc) uptime: $(u
 # ---- tycho echo
 port=$(free_port)
 "$TYCHO" --workers "$WORKERS" bench/lua/ws_echo.lua "$port" >"$TMPD/tycho.log" 2>&1 &
-PIDS+=($!)
+TYCHO_PID=$!
+PIDS+=("$TYCHO_PID")
 TPORT=""
 if wait_port "$port"; then TPORT=$port
 else echo "# tycho ws_echo: the server did not start: $(cat "$TMPD/tycho.log")"; fi
@@ -110,7 +111,10 @@ CONF
   # OpenResty's LuaJIT (libluajit2) for nginx alone
   LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu "$DEBS/nginx/usr/sbin/nginx" -p "$d" -c "$d/nginx.conf" -e stderr >"$d/srv.log" 2>&1 &
   PIDS+=($!)
-  if wait_port "$port"; then OPORT=$port
+  NGINX_MASTER=$!
+  if wait_port "$port"; then
+    OPORT=$port
+    NGINX_PIDS="$NGINX_MASTER $(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')"
   else echo "# openresty ws_echo: nginx did not start: $(tail -5 "$d/srv.log")"; fi
 else
   echo "# openresty ws_echo: fetching the .debs failed: $(tail -3 "$TMPD/fetch.log")"
@@ -119,21 +123,52 @@ fi
 # The two echo servers idle side by side; their runs alternate (tycho,
 # OpenResty, tycho, ...) so that both see the same moments of a shared
 # machine.
-T_VALS="" O_VALS=""
+T_VALS="" O_VALS="" T_CPU="" O_CPU=""
+# cpu_ticks pid...: utime + stime of the processes and their children threads
+cpu_ticks() {
+  local p t=0 v
+  for p in "$@"; do
+    v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null) || v=0
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+# load <port> <pids...>: one wsload run; prints "<msg/s> <server CPU us per message>"
+# (the CPU per message holds up better than the rate on a shared machine)
+load() {
+  local port=$1 out c0 c1
+  shift
+  c0=$(cpu_ticks "$@")
+  out=$("$WSLOAD" "$port" /ws 64 64 "$WS_SECONDS")
+  c1=$(cpu_ticks "$@")
+  awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" '
+    $1 == "RESULT" { r = $2 }
+    $1 == "DETAIL" { for (i = 2; i <= NF; i++) if ($i ~ /^total=/) { split($i, kv, "="); n = kv[2] } }
+    END { printf "%s %.2f\n", r, n ? c / hz * 1e6 / n : 0 }' <<<"$out"
+}
 # one discarded run each first: JIT traces, actors and nginx workers warm
 [ -n "$TPORT" ] && "$WSLOAD" "$TPORT" /ws 64 64 2 >/dev/null
 [ -n "$OPORT" ] && "$WSLOAD" "$OPORT" /ws 64 64 2 >/dev/null
 for i in $(seq 1 "$RUNS"); do
   if [ -n "$TPORT" ]; then
-    T_VALS="$T_VALS $("$WSLOAD" "$TPORT" /ws 64 64 "$WS_SECONDS" | awk '$1 == "RESULT" { print $2 }')"
+    read -r v c <<<"$(load "$TPORT" "$TYCHO_PID")"
+    T_VALS="$T_VALS $v" T_CPU="$T_CPU $c"
   fi
   if [ -n "$OPORT" ]; then
-    O_VALS="$O_VALS $("$WSLOAD" "$OPORT" /ws 64 64 "$WS_SECONDS" | awk '$1 == "RESULT" { print $2 }')"
+    read -r v c <<<"$(load "$OPORT" $NGINX_PIDS)"
+    O_VALS="$O_VALS $v" O_CPU="$O_CPU $c"
   fi
 done
 cleanup
-[ -n "$TPORT" ] && echo "tycho ws_echo: $(tr ' ' '\n' <<<"$T_VALS" | grep . | median) msg/s (runs:$T_VALS)"
-[ -n "$OPORT" ] && echo "openresty ws_echo: $(tr ' ' '\n' <<<"$O_VALS" | grep . | median) msg/s (runs:$O_VALS)"
+med() { tr ' ' '\n' <<<"$1" | grep . | median; }
+if [ -n "$TPORT" ]; then
+  echo "tycho ws_echo: $(med "$T_VALS") msg/s (runs:$T_VALS)"
+  echo "# tycho ws_echo server CPU per message: $(med "$T_CPU") us (runs:$T_CPU)"
+fi
+if [ -n "$OPORT" ]; then
+  echo "openresty ws_echo: $(med "$O_VALS") msg/s (runs:$O_VALS)"
+  echo "# openresty ws_echo server CPU per message: $(med "$O_CPU") us (runs:$O_CPU)"
+fi
 
 # ---- pubsub
 runs "tycho pubsub_fanout" ms "$TYCHO" --workers "$WORKERS" bench/lua/pubsub_fanout.lua 10000

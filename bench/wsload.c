@@ -7,7 +7,8 @@
  *
  *   wsload PORT [PATH] [CONNS=64] [SIZE=64] [SECONDS=5]
  *
- * Prints "RESULT <messages/s> msg/s" and "DETAIL conns= size= errors=".
+ * Prints "RESULT <messages/s> msg/s" and "DETAIL conns= size= errors= total="
+ * (total: the echoes of the whole run, warm-up included).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -151,6 +152,7 @@ int main(int argc, char **argv) {
   }
   double rate = (double)(count - warm_count) / seconds;
   printf("RESULT %.0f msg/s\n", rate);
-  printf("DETAIL conns=%d size=%d errors=%lld\n", nconn, size, errors);
+  printf("DETAIL conns=%d size=%d errors=%lld total=%lld\n", nconn, size,
+         errors, count);
   return 0;
 }
