@@ -40,6 +40,7 @@ local function registry()
 end
 
 function M._registry()
+  if not tycho.register(NAME) then return end -- another one started first
   local topics = {} -- topic -> { [i] = pid }, plus index[topic][pid] = i
   local index = {}
   local subs = {}   -- pid -> { [topic] = true }
@@ -149,14 +150,18 @@ function M._registry()
   while true do handle(tycho.recv()) end
 end
 
--- The registry of this node, started on first use.
+-- The registry of this node, started on first use (it registers itself,
+-- so of two started at once one stays).
 local function registry_pid()
   local pid = tycho.whereis(NAME)
   if pid then return pid end
-  pid = tycho.spawn(registry)
-  if tycho.register(NAME, pid) then return pid end
-  tycho.kill(pid) -- another actor started one first
-  return assert(tycho.whereis(NAME))
+  tycho.spawn(registry)
+  local deadline = tycho.now() + 5
+  repeat
+    tycho.sleep(0.0005)
+    pid = tycho.whereis(NAME)
+  until pid or tycho.now() > deadline
+  return assert(pid, "tycho.pubsub: the registry did not start")
 end
 
 function M.subscribe(topic)
