@@ -68,6 +68,28 @@ for _, io in ipairs(IO.names) do
         assert.same({ { 426, "13" }, { 426, "13" }, { 400 }, { 400 } }, st)
       end)
 
+      it("closes with 1000 when the function returns, 1011 when it raises (the server goes on)",
+        function()
+        local r = IO.run(io, function()
+          local W = require "support.ws"
+          local websocket = require "tycho.websocket"
+          local port = W.echo_server()
+          local out = {}
+          for _, path in ipairs{ "/bye", "/boom", "/ws" } do
+            local ws = assert(websocket.connect(("ws://127.0.0.1:%d%s"):format(port, path)))
+            if path == "/ws" then ws:send("alive") end
+            local d = ws:recv(5)
+            local _, how, code = ws:recv(5)
+            out[#out + 1] = { d, how, code }
+            ws:close()
+          end
+          return out
+        end)
+        assert.same({ "bye", "closed", 1000 }, r[1])
+        assert.same({ "boom", "closed", 1011 }, r[2])
+        assert.same({ "alive", "timeout" }, r[3])
+      end)
+
       it("runs each connection as an actor that also gets messages (ws:forward)",
         function()
         local got = IO.run(io, function()

@@ -56,8 +56,17 @@ local function flood(w)
     collectgarbage("count"))
 end
 
+-- Returns at once, or raises: the connection closes with 1000 or 1011.
+local function bye(w) w:send("bye") end
+local function boom(w)
+  w:send("boom")
+  error("the websocket function failed on purpose")
+end
+
 return function(req, opts)
   if req.path == "/" then return "plain" end
+  if req.path == "/bye" then return ws.accept(req, bye, opts) end
+  if req.path == "/boom" then return ws.accept(req, boom, opts) end
   if req.path == "/fwd" then return ws.accept(req, relay, opts) end
   if req.path == "/flood" then return ws.accept(req, flood, opts) end
   return ws.accept(req, echo, opts)
