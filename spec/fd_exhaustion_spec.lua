@@ -1,0 +1,169 @@
+-- Out of file descriptors (issue 18, item 5): a server whose process may
+-- open 256 descriptors, flooded with more idle or held connections than
+-- that, still answers new clients (served, or a 503), on both I/O
+-- backends, plain HTTP and HTTPS. The server runs in a launcher of its own
+-- (sh -c 'ulimit -n 256; exec build/bin/tycho ...'); the flood and the new
+-- clients come from this process's runtime.
+local tycho = require "tycho"
+local H = require "support.helper"
+local B = require "support.backends"
+local T = require "support.tls"
+
+local SERVER = [[
+local tycho = require "tycho"
+local dir, portfile, kind = arg[1], arg[2], arg[3]
+local tls = dir ~= "-" and { cert = dir .. "/srv.pem", key = dir .. "/srv.key" } or nil
+local port
+if kind == "tcp" then
+  -- a plain tycho.tcp listener: each connection answered "hi\n" once asked
+  local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0, tls = tls })
+  port = select(2, l:getsockname())
+  tycho.spawn(function(pf, p)
+    local f = assert(io.open(pf, "w")); f:write(p, "\n"); f:close()
+  end, portfile, port)
+  while true do
+    local c, err = l:accept()
+    if c then
+      tycho.spawn(function(conn)
+        local line = conn:read("*l", 60)
+        if line == "ping" then conn:write("hi\n") end
+        conn:read("*l", 60)
+        conn:close()
+      end, c)
+    elseif err == "closed" then return end
+  end
+end
+local srv = assert(tycho.http.listen{ port = 0, tls = tls, handler = function() return "ok" end })
+local f = assert(io.open(portfile, "w")); f:write(srv.port, "\n"); f:close()
+srv:wait()
+]]
+
+-- Starts the server limited to 256 descriptors; returns its port and a
+-- function that stops it (and returns what it logged).
+local function start(io, dir, kind)
+  local script, portfile, log = H.write_tmp(SERVER), os.tmpname(), os.tmpname()
+  local inner = ("ulimit -n 256; exec %s --io %s %s %s %s %s"):format(H.launcher, io,
+    script, dir or "-", portfile, kind or "http")
+  local p = assert(_G.io.popen(("sh -c %s >%s 2>&1 & echo $!"):format(H.quote(inner), log)))
+  local pid = tonumber(p:read("*l"))
+  p:close()
+  local port
+  for _ = 1, 400 do
+    port = tonumber(H.slurp(portfile):match("%d+"))
+    if port then break end
+    os.execute("sleep 0.025")
+  end
+  local function stop()
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    for _ = 1, 200 do
+      if os.execute("kill -0 " .. pid .. " 2>/dev/null") ~= 0 then break end
+      os.execute("sleep 0.025")
+    end
+    os.execute("kill -9 " .. pid .. " 2>/dev/null")
+    local text = H.slurp(log)
+    os.remove(script); os.remove(portfile); os.remove(log)
+    return text
+  end
+  assert(port, "the server did not start: " .. H.slurp(log))
+  return port, stop
+end
+
+-- Floods port with n connections held open (every other one sends a
+-- request first and then stays, keep-alive; with tls, those complete a
+-- handshake first), waits until the server has taken what it can, then
+-- asks `clients` times for a new request; returns the statuses (or the
+-- errors) and the server's.
+local function flood(port, n, tls, clients)
+  local tycho = require "tycho"
+  local me = tycho.self()
+  local opts = tls and { tls = true, verify = false, timeout = 5 } or { timeout = 5 }
+  for i = 1, n do
+    tycho.spawn(function(p, o, parent, keep)
+      local c = require("tycho").tcp.connect("127.0.0.1", p, keep and o or { timeout = 5 })
+      if c and keep then c:write("GET / HTTP/1.1\r\nHost: x\r\n\r\n") end
+      require("tycho").send(parent, "up")
+      require("tycho").recv() -- held until the end
+      if c then c:close() end
+    end, port, opts, me, i % 2 == 0)
+  end
+  for _ = 1, n do tycho.recv() end
+  tycho.sleep(0.5) -- the server takes what it can
+  local url = (tls and "https" or "http") .. "://127.0.0.1:" .. port .. "/"
+  local out = {}
+  for k = 1, clients do
+    local res, err = tycho.http.get(url, { timeout = 10, tls = tls and { verify = false } or nil })
+    out[k] = res and res.status or err
+  end
+  return out
+end
+
+describe("fd exhaustion", function()
+  local DIR
+  setup(function() DIR = T.certs() end)
+  teardown(function() T.cleanup(DIR) end)
+  after_each(function() tycho.config{ workers = 2 } end)
+
+  for _, io in ipairs(B.names) do
+    local it = B.it(io, it, pending)
+    describe(io, function()
+      it("plain HTTP, 1000 idle connections: new clients are answered", function()
+        local port, stop = start(io, nil)
+        local ok, r = pcall(B.run, io, flood, port, 1000, false, 5)
+        local log = stop()
+        assert(ok, r)
+        for k = 1, 5 do
+          assert.is_true(r[k] == 200 or r[k] == 503, ("client %d: %s\n%s"):format(k,
+            tostring(r[k]), log))
+        end
+      end)
+
+      it("HTTPS, 750 held TLS connections: new clients are answered", function()
+        local port, stop = start(io, DIR)
+        local ok, r = pcall(B.run, io, flood, port, 750, true, 5)
+        local log = stop()
+        assert(ok, r)
+        for k = 1, 5 do
+          assert.equal(200, r[k], ("client %d: %s\n%s"):format(k, tostring(r[k]), log))
+        end
+      end)
+
+      it("a tycho.tcp listener, 1000 idle connections: new clients are answered", function()
+        local port, stop = start(io, nil, "tcp")
+        local ok, r = pcall(B.run, io, function(p, n)
+          local tycho = require "tycho"
+          local me = tycho.self()
+          for _ = 1, n do
+            tycho.spawn(function(pt, parent)
+              local c = require("tycho").tcp.connect("127.0.0.1", pt, { timeout = 5 })
+              require("tycho").send(parent, "up")
+              require("tycho").recv()
+              if c then c:close() end
+            end, p, me)
+          end
+          for _ = 1, n do tycho.recv() end
+          tycho.sleep(0.5)
+          -- a new client hears "hi" or is closed: never left waiting
+          local out = {}
+          for k = 1, 5 do
+            local c, err = tycho.tcp.connect("127.0.0.1", p, { timeout = 10 })
+            if c then
+              c:write("ping\n")
+              local line, rerr = c:read("*l", 10)
+              out[k] = line or rerr
+              c:close()
+            else
+              out[k] = err
+            end
+          end
+          return out
+        end, port, 1000)
+        local log = stop()
+        assert(ok, r)
+        for k = 1, 5 do
+          assert.is_true(r[k] == "hi" or r[k] == "closed" or r[k] == "reset",
+            ("client %d: %s\n%s"):format(k, tostring(r[k]), log))
+        end
+      end)
+    end)
+  end
+end)
