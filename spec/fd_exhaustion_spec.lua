@@ -33,7 +33,10 @@ if kind == "tcp" then
     elseif err == "closed" then return end
   end
 end
-local srv = assert(tycho.http.listen{ port = 0, tls = tls, handler = function() return "ok" end })
+local srv = assert(tycho.http.listen{ port = 0, tls = tls, handler = function(req)
+  if req.path == "/slow" then tycho.sleep(60) end -- a request being answered
+  return "ok"
+end })
 local f = assert(io.open(portfile, "w")); f:write(srv.port, "\n"); f:close()
 srv:wait()
 ]]
@@ -70,21 +73,22 @@ end
 
 -- Floods port with n connections held open (every other one sends a
 -- request first and then stays, keep-alive; with tls, those complete a
--- handshake first), waits until the server has taken what it can, then
--- asks `clients` times for a new request; returns the statuses (or the
--- errors) and the server's.
-local function flood(port, n, tls, clients)
+-- handshake first; with slow, every one asks for /slow, which the server
+-- takes a minute to answer: none can be reclaimed), waits until the
+-- server has taken what it can, then asks `clients` times for a new
+-- request; returns the statuses (or the errors).
+local function flood(port, n, tls, clients, slow)
   local tycho = require "tycho"
   local me = tycho.self()
   local opts = tls and { tls = true, verify = false, timeout = 5 } or { timeout = 5 }
   for i = 1, n do
-    tycho.spawn(function(p, o, parent, keep)
+    tycho.spawn(function(p, o, parent, keep, path)
       local c = require("tycho").tcp.connect("127.0.0.1", p, keep and o or { timeout = 5 })
-      if c and keep then c:write("GET / HTTP/1.1\r\nHost: x\r\n\r\n") end
+      if c and keep then c:write("GET " .. path .. " HTTP/1.1\r\nHost: x\r\n\r\n") end
       require("tycho").send(parent, "up")
       require("tycho").recv() -- held until the end
       if c then c:close() end
-    end, port, opts, me, i % 2 == 0)
+    end, port, opts, me, slow or i % 2 == 0, slow and "/slow" or "/")
   end
   for _ = 1, n do tycho.recv() end
   tycho.sleep(0.5) -- the server takes what it can
@@ -115,6 +119,18 @@ describe("fd exhaustion", function()
           assert.is_true(r[k] == 200 or r[k] == 503, ("client %d: %s\n%s"):format(k,
             tostring(r[k]), log))
         end
+      end)
+
+      it("plain HTTP, 400 requests being answered: new clients get a 503", function()
+        local port, stop = start(io, nil)
+        local ok, r = pcall(B.run, io, flood, port, 400, false, 3, true)
+        local log = stop()
+        assert(ok, r)
+        for k = 1, 3 do
+          assert.is_true(r[k] == 503 or r[k] == 200, ("client %d: %s\n%s"):format(k,
+            tostring(r[k]), log))
+        end
+        assert.truthy(log:find("out of file descriptors", 1, true), log)
       end)
 
       it("HTTPS, 750 held TLS connections: new clients are answered", function()
