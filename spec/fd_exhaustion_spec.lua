@@ -68,7 +68,7 @@ local function start(io, dir, kind)
     return text
   end
   assert(port, "the server did not start: " .. H.slurp(log))
-  return port, stop
+  return port, stop, pid
 end
 
 -- Floods port with n connections held open (every other one sends a
@@ -144,8 +144,9 @@ describe("fd exhaustion", function()
       end)
 
       it("a tycho.tcp listener, 1000 idle connections: new clients are answered", function()
-        local port, stop = start(io, nil, "tcp")
-        local ok, r = pcall(B.run, io, function(p, n)
+        local port, stop, pid = start(io, nil, "tcp")
+        local hz = tonumber(H.sh("getconf CLK_TCK") == 0 and select(2, H.sh("getconf CLK_TCK")))
+        local ok, r, cpu = pcall(B.run, io, function(p, n, spid, clk)
           local tycho = require "tycho"
           local me = tycho.self()
           for _ = 1, n do
@@ -158,6 +159,19 @@ describe("fd exhaustion", function()
           end
           for _ = 1, n do tycho.recv() end
           tycho.sleep(0.5)
+          -- the server's CPU time over a second of the flood: an accept
+          -- retried at once would spin
+          local function ticks()
+            local f = assert(_G.io.open("/proc/" .. spid .. "/stat"))
+            local st = f:read("*a")
+            f:close()
+            local fields = {}
+            for x in st:match("%) (.*)$"):gmatch("%S+") do fields[#fields + 1] = x end
+            return tonumber(fields[12]) + tonumber(fields[13]) -- utime, stime
+          end
+          local c0, t0 = ticks(), tycho.now()
+          tycho.sleep(1)
+          local cpu = (ticks() - c0) / clk / (tycho.now() - t0)
           -- a new client hears "hi" or is closed: never left waiting
           local out = {}
           for k = 1, 5 do
@@ -171,10 +185,12 @@ describe("fd exhaustion", function()
               out[k] = err
             end
           end
-          return out
-        end, port, 1000)
+          return out, cpu
+        end, port, 1000, pid, hz or 100)
         local log = stop()
         assert(ok, r)
+        -- (a spinning accept took 72-100% of a core here, the back-off ~0%)
+        assert.is_true(cpu < 0.25, ("the server used %.0f%% of a core"):format(cpu * 100))
         for k = 1, 5 do
           assert.is_true(r[k] == "hi" or r[k] == "closed" or r[k] == "reset",
             ("client %d: %s\n%s"):format(k, tostring(r[k]), log))
