@@ -608,8 +608,8 @@ static int l_accept(lua_State *L) {
   if (r == TAKE_LATER && (tmo < 0 || tmo > LT_QUEUE_KEEP_NS))
     wait = LT_QUEUE_KEEP_NS; /* then anything queued is ours */
   uint64_t back = lt_nofile_until(l), now = ty_runtime_now_ns(lt_g.rt);
-  if (back && (wait < 0 || now + (uint64_t)wait > back))
-    wait = (int64_t)(back - now); /* then arm the accept again */
+  if (back && (wait < 0 || now + (uint64_t)wait > back)) /* then arm it */
+    wait = back > now ? (int64_t)(back - now) : 1;
   if ((r == TAKE_NONE || r == TAKE_LATER) && tmo != 0) {
     w = ty__xcalloc(1, sizeof *w);
     w->fd = -1;
