@@ -107,19 +107,22 @@ end
 -- from the handler (megabytes copied), and 32 of those queued at once
 -- would hold the worker's other actors behind them all.
 local PACE = 0.004
+-- A build older than this is given up (its actor ended mid-way: memory).
+local STALE = 30
 local building
 
 local function processes_json()
   local b = building
-  if b then
+  if b and now() - b.started < STALE then
     b.waiting = b.waiting + 1
     local at = b.waiting * PACE
-    while not b.done do core.sleep(0.002) end
+    while not b.done and now() - b.started < STALE do core.sleep(0.002) end
+    if not b.done then return nil end
     local left = b.done + at - now()
     if left > 0 then core.sleep(left) end
     return b.body
   end
-  b = { done = false, waiting = 0 }
+  b = { done = false, waiting = 0, started = now() }
   building = b
   local ok, body = pcall(build_processes)
   b.done, b.body, building = now(), ok and body or nil, nil
