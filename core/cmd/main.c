@@ -71,6 +71,8 @@ static void usage(FILE *f) {
           "TYCHO_CLUSTER)\n"
           "  --observe ADDR  serve /metrics and /processes at host:port "
           "(tycho.observe)\n"
+          "  --observe-token T  ask for \"Authorization: Bearer T\" there (or "
+          "TYCHO_OBSERVE_TOKEN)\n"
           "  --version       print the version and exit\n"
           "  --help          print this help and exit\n");
 }
@@ -227,6 +229,12 @@ int main(int argc, char **argv) {
       lt_g.observe = argv[++i];
     } else if (!strncmp(a, "--observe=", 10)) {
       lt_g.observe = a + 10;
+    } else if (!strcmp(a, "--observe-token") && i + 1 < argc) {
+      /* The launcher's helper reads it there (lua/tycho/launch.lua); no
+       * thread runs yet, so setenv is safe. */
+      setenv("TYCHO_OBSERVE_TOKEN", argv[++i], 1);
+    } else if (!strncmp(a, "--observe-token=", 16)) {
+      setenv("TYCHO_OBSERVE_TOKEN", a + 16, 1);
     } else if (!strcmp(a, "--")) {
       i++;
       break;

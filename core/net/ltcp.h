@@ -227,6 +227,14 @@ struct lt_listener {
   _Atomic unsigned gen;
   _Atomic bool swapping;
   struct lt_listener *gnext, *gprev; /* every listener (g_lst_mu) */
+  /* Out of descriptors (ltcp_nofile.c), under mu: since when accepts fail
+   * with EMFILE/ENFILE (0: they do not), the back-off before the next one
+   * is armed (runtime ns), and the answer a shed connection gets. */
+  uint64_t nofile_since, retry_at;
+  uint32_t backoff_ns;
+  bool nofile_told;
+  char *shed;
+  size_t shed_len;
   unsigned n;
   lt_lslot slots[]; /* one per worker */
 };
@@ -243,6 +251,22 @@ void lt_lst_push(lua_State *L, lt_listener *l, bool owner);
 void lt_lst_metatable(lua_State *L);
 /* tycho.tcp.listen{host=, port=, backlog=, tls=} -> listener | nil, err */
 int lt_tcp_listen(lua_State *L);
+
+/* ---- out of descriptors (ltcp_nofile.c) --------------------------------- */
+
+/* Keeps one descriptor in reserve for the whole process (idempotent). */
+void lt_nofile_reserve(void);
+/* An accept op of l ended with res: true when it ran out of descriptors
+ * (EMFILE/ENFILE), which is then dealt with (back-off, and shedding when
+ * it lasts). */
+bool lt_nofile_hit(lt_listener *l, int res);
+/* Under mu: an accept worked; the back-off ends. */
+void lt_nofile_clear(lt_listener *l);
+/* Under mu: the runtime time before which no accept is armed, or 0. */
+uint64_t lt_nofile_until(lt_listener *l);
+/* listener:_shed(bytes): what a connection shed for want of descriptors
+ * is sent before it is closed (an HTTP server's 503). */
+int lt_lst_l_shed(lua_State *L);
 
 /* ---- handles in messages (ltcp_transit.c) ------------------------------- */
 

@@ -44,6 +44,7 @@ static void lst_destroy(lt_listener *l) {
   free(l->q);
   close(l->fd);
   SSL_CTX_free(l->tls); /* sessions of accepted connections keep theirs */
+  free(l->shed);
   pthread_mutex_destroy(&l->mu);
   free(l);
 }
@@ -158,6 +159,7 @@ static void wake_all(lt_listener *l) {
  * worker, or to the queue. Returns the queue's length. */
 static unsigned hand(lt_listener *l, int fd) {
   pthread_mutex_lock(&l->mu);
+  if (l->nofile_since) lt_nofile_clear(l); /* accepts work again */
   lt_waiter *w = l->wh;
   if (lst_closed(l)) {
     close(fd);
@@ -194,6 +196,7 @@ static void on_accept(ty__io_op *op, int res, const char *data) {
      * replaced under us: accept on the new one. */
     slot_arm(s);
   } else if (res < 0 && !lst_closed(l)) {
+    lt_nofile_hit(l, res); /* out of descriptors: back off (ltcp_nofile.c) */
     pthread_mutex_lock(&l->mu);
     l->err = res; /* EMFILE and friends: the next accept reports it */
     wake_all(l);
@@ -207,7 +210,8 @@ static void slot_arm(lt_lslot *s) {
   lt_listener *l = s->l;
   if (ty__io_op_busy(&s->op) || lst_closed(l)) return;
   pthread_mutex_lock(&l->mu);
-  bool full = l->qn >= ACCEPT_QUEUE / 2;
+  /* (a back-off: its waiters arm it when it ends, wait_until) */
+  bool full = l->qn >= ACCEPT_QUEUE / 2 || lt_nofile_until(l);
   pthread_mutex_unlock(&l->mu);
   if (full) return;
   ty__io *io = ty_worker_io(ty_worker_current());
@@ -448,6 +452,7 @@ int lt_tcp_listen(lua_State *L) {
   atomic_init(&l->gen, 0);
   atomic_init(&l->swapping, false);
   lt_on_stuck(lst_on_stuck);
+  lt_nofile_reserve();
   pthread_mutex_lock(&g_lst_mu);
   l->gnext = g_lst;
   if (g_lst) g_lst->gprev = l;
@@ -529,6 +534,15 @@ static void drop_nudges(ty_actor *a) {
   }
 }
 
+/* The deadline of a wait in accept: its own, or the end of a back-off
+ * (ltcp_nofile.c) when sooner: the waiter then arms the accept again. */
+static uint64_t wait_until(lt_listener *l, uint64_t until) {
+  pthread_mutex_lock(&l->mu);
+  uint64_t r = lt_nofile_until(l);
+  pthread_mutex_unlock(&l->mu);
+  return r && r < until ? r : until;
+}
+
 static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
                        bool timed_out) {
   lt_waiter *w = lt_rare_get(la)->ext_ctx;
@@ -546,7 +560,10 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
     if (!w->listed) waiter_link(l, w); /* woken for an error someone took */
     pthread_mutex_unlock(&l->mu);
     slot_arm(&l->slots[w->worker]);
-    if (timed_out) la->deadline_ns = w->until == UINT64_MAX ? 0 : w->until;
+    if (timed_out) {
+      uint64_t d = wait_until(l, w->until);
+      la->deadline_ns = d == UINT64_MAX ? 0 : d;
+    }
     return lt_net_rewait(a, la);
   }
   waiter_unlink(l, w);
@@ -590,6 +607,9 @@ static int l_accept(lua_State *L) {
   int64_t wait = tmo;
   if (r == TAKE_LATER && (tmo < 0 || tmo > LT_QUEUE_KEEP_NS))
     wait = LT_QUEUE_KEEP_NS; /* then anything queued is ours */
+  uint64_t back = lt_nofile_until(l), now = ty_runtime_now_ns(lt_g.rt);
+  if (back && (wait < 0 || now + (uint64_t)wait > back)) /* then arm it */
+    wait = back > now ? (int64_t)(back - now) : 1;
   if ((r == TAKE_NONE || r == TAKE_LATER) && tmo != 0) {
     w = ty__xcalloc(1, sizeof *w);
     w->fd = -1;
@@ -654,6 +674,7 @@ static int l_lst_tostring(lua_State *L) {
 static const luaL_Reg lst_methods[] = {{"accept", l_accept},
                                        {"close", l_lst_close},
                                        {"getsockname", l_lst_getsockname},
+                                       {"_shed", lt_lst_l_shed},
                                        {NULL, NULL}};
 
 void lt_lst_metatable(lua_State *L) {

@@ -286,6 +286,27 @@ local function admit(c, A)
   return ok
 end
 
+-- Out of descriptors (the accept failed with EMFILE/ENFILE): a slot
+-- limit above the process's descriptor limit never fills, so the
+-- shortage itself reclaims: FD_RECLAIM connections that give their slot up
+-- most readily (as hc.reclaim ranks them) close on this worker, and as
+-- many on every other one, so the backlog moves and a new client gets a
+-- descriptor. tycho.tcp backs the accept off meanwhile, and when nothing
+-- frees one, answers 503 and closes (core/net/ltcp_nofile.c).
+local FD_RECLAIM = 16
+
+local function reclaim_some(A)
+  for _ = 1, FD_RECLAIM do
+    if not hc.reclaim(A.cfg) then return end
+  end
+end
+
+local function fd_short(A)
+  reclaim_some(A)
+  tell_peers(A, "reclaim_fd")
+  tycho.sleep(0.001) -- the closed connections' forks end, their descriptors free
+end
+
 -- The reaper of an acceptor: gives a slot up when another worker asks,
 -- sweeps when another worker saw the pressure begin, and once a second
 -- looks at the pressure (sweeping while it lasts).
@@ -296,6 +317,8 @@ local function reaper(A)
       hc.reclaim(A.cfg)
     elseif what == "sweep" then
       sweep(A)
+    elseif what == "reclaim_fd" then
+      reclaim_some(A)
     elseif what == "peers" then
       A.peers = peers
     else
@@ -381,6 +404,8 @@ function http._acceptor(l, spec, opts, gauge, supervisor, max)
     elseif err == "closed" then
       if core._stopping() then drain(A) end
       return
+    elseif err == "nofile" then
+      fd_short(A)
     else
       tycho.sleep(0.01) -- out of descriptors and the like: let some close
     end
@@ -533,6 +558,8 @@ local function start(opts, fname)
   if not l then return nil, err end
   local workers = tycho.stats().workers
   local o = plain_options(opts)
+  -- what a connection gets when descriptors run out (plain HTTP only)
+  if not opts.tls then l:_shed(hc.reject(hc.config(o), 503)) end
   local s = setmetatable({ listener = l, spec = spec, opts = o, open = true, by_pid = {} }, Server)
   s.host, s.port = l:getsockname()
   s.max = opts.max_connections or 512 * workers

@@ -1,5 +1,7 @@
 -- The launcher's helper actor (core/lua/lrun.c spawns it by name):
---   ("observe", "host:port")  tycho --observe: serves tycho.observe there
+--   ("observe", "host:port")  tycho --observe: serves tycho.observe there,
+--                             behind TYCHO_OBSERVE_TOKEN when set (the
+--                             launcher's --observe-token sets it)
 --   ("reload", since)         SIGHUP: reloads every loaded Lua module whose
 --                             file changed after `since` (epoch seconds)
 --   ("shutdown", timeout)     the graceful stop (lua/tycho/shutdown.lua)
@@ -13,7 +15,9 @@ local function observe(addr)
     tycho.log.error("observe: bad address (host:port)", { addr = addr })
     return
   end
-  local srv, err = tycho.observe{ host = host ~= "" and host or nil, port = tonumber(port) }
+  local token = os.getenv("TYCHO_OBSERVE_TOKEN")
+  local srv, err = tycho.observe{ host = host ~= "" and host or nil, port = tonumber(port),
+    token = token ~= "" and token or nil }
   if not srv then
     tycho.log.error("observe: cannot listen", { addr = addr, err = err })
     return

@@ -48,6 +48,8 @@ typedef struct tycho_obs_head { uint32_t n, nstr, worker, pad; } tycho_obs_head;
 local HEAD, REC = ffi.sizeof("tycho_obs_head"), ffi.sizeof("tycho_obs_rec")
 local STATUS = { [0] = "running", "waiting", "call", "io", "pool" }
 
+local SLICE = 0.0002 -- seconds of decoding between two yields
+
 local function decode(blob, out, tick_s)
   local p = ffi.cast("const uint8_t *", blob)
   local h = ffi.cast("const tycho_obs_head *", p)
@@ -60,7 +62,7 @@ local function decode(blob, out, tick_s)
     at = at + 1 + l
   end
   local recs = ffi.cast("const tycho_obs_rec *", p + HEAD)
-  local k = #out
+  local k, t0 = #out, core.now()
   for i = 0, n - 1 do
     local r = recs[i]
     local mem = tonumber(r.mem)
@@ -73,6 +75,12 @@ local function decode(blob, out, tick_s)
     if r.parent ~= 0 then t.parent = tonumber(r.parent) end
     k = k + 1
     out[k] = t
+    -- a large node's snapshot in slices: the worker's other actors (and
+    -- its timers: lua/tycho/observe_http.lua) run between them
+    if i % 32 == 31 and core.now() - t0 > SLICE then
+      core.yield()
+      t0 = core.now()
+    end
   end
   return out
 end
@@ -285,8 +293,15 @@ function M.metrics()
   return table.concat(out)
 end
 
+-- Hosts only this machine reaches.
+local function loopback(host)
+  return host == "localhost" or host == "::1" or host:match("^127%.%d+%.%d+%.%d+$") ~= nil
+end
+M._loopback = loopback
+
 -- tycho.observe{host=, port=, token=} -> server (tycho.http.listen's), at
--- once; 127.0.0.1 by default.
+-- once; 127.0.0.1 by default. With a token, every request must carry
+-- "Authorization: Bearer <token>" (401 otherwise).
 function M.observe(opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("tycho.observe: options table expected", 2) end
@@ -295,8 +310,16 @@ function M.observe(opts)
       error(("tycho.observe: unknown option '%s'"):format(tostring(k)), 2)
     end
   end
-  return require("tycho").http.listen{ host = opts.host or "127.0.0.1",
-    port = opts.port or 9000, handler = "tycho.observe_http", args = { opts.token or false } }
+  local token, host = opts.token, opts.host or "127.0.0.1"
+  if token ~= nil and (type(token) ~= "string" or token == "") then
+    error("tycho.observe: token must be a non-empty string", 2)
+  end
+  if not token and not loopback(host) then
+    require("tycho.log").warn("observe: serving a non-loopback address without a token"
+      .. " (anyone who reaches it reads the node's actors; --observe-token)", { host = host })
+  end
+  return require("tycho").http.listen{ host = host,
+    port = opts.port or 9000, handler = "tycho.observe_http", args = { token or false } }
 end
 
 return M

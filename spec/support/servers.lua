@@ -14,6 +14,7 @@ local function free_port()
   s:close()
   return tonumber(port)
 end
+S.free_port = free_port
 
 -- Sends `probe` and reads a line; true when it starts with `want`.
 local function answers(port, probe, want)
