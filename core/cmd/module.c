@@ -20,6 +20,7 @@
 #include "net/lnet.h"
 #include "net/lngx.h"
 #include "net/ludp.h"
+#include "net/lwait.h"
 
 /* Keeps this shared object loaded for the life of the process. Threads of
  * the core outlive the Lua state that loaded it (the log writer, idle pool
@@ -52,6 +53,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_observe(L);
   lt_open_net(L);
   lt_open_udp(L);
+  lt_open_wait(L);
   lt_open_ngx(L);
   lt_open_http(L);
   lc_open_cluster(L);
