@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "lua/lapi.h"
+#include "lua/lpgstat.h"
 #include "lwait.h"
 
 #define LT_WAITER_MT "tycho.waiter"
@@ -295,6 +296,10 @@ void lt_open_wait(lua_State *L) {
   } u = {.fn = quiet_notice};
   lua_pushlightuserdata(L, u.p);
   lua_setfield(L, -2, "_quiet_notice");
+  lua_pushcfunction(L, lt_pg_count);
+  lua_setfield(L, -2, "_pg_count");
+  lua_pushcfunction(L, lt_pg_names);
+  lua_setfield(L, -2, "_pg_names");
   lua_pushcfunction(L, l_fdwait);
   lua_setfield(L, -2, "_fdwait");
   lua_pushcfunction(L, l_fdcancel);

@@ -8,7 +8,8 @@
 
 #include "lnet.h"
 
-/* Adds _fdwait, _waiter and _lease to the table on top of L. */
+/* Adds _fdwait, _fdcancel, _waiter, _lease, _quiet_notice, _pg_count and
+ * _pg_names to the table on top of L. */
 void lt_open_wait(lua_State *L);
 
 #endif

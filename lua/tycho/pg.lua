@@ -232,43 +232,48 @@ local function collect(db, deadline)
   return rows
 end
 
-local function run(db, what, send)
-  local ok, e = begin_op(db, what)
-  if not ok then return nil, e end
-  local deadline = db.timeout >= 0 and now() + db.timeout or nil
+local function deadline_of(db)
+  return db.timeout >= 0 and now() + db.timeout or nil
+end
+
+-- The answer to a command just handed to libpq (sent: its PQsend* result;
+-- the caller passes its parameters' strings along to keep them alive).
+local function finish(db, sent, deadline)
   local rows, err
-  if send() == 0 then
-    rows, err = broken(db)
-  else
-    rows, err = collect(db, deadline)
-  end
+  if sent == 0 then rows, err = broken(db)
+  else rows, err = collect(db, deadline) end
   db.busy = false
   return rows, err
 end
 
+-- The parameters first (a bad one raises before the connection is busy).
 function DB:query(sql, ...)
   if type(sql) ~= "string" then error("tycho.pg: query: the SQL text is a string", 2) end
   local n = select("#", ...)
   local types, vals, lens, fmts, keep = P.params(n, ...)
-  return run(self, "query", function()
-    local r = P.lib().PQsendQueryParams(self.conn, sql, n, types, vals, lens, fmts, 0)
-    local _ = keep
-    return r
-  end)
+  local ok, e = begin_op(self, "query")
+  if not ok then return nil, e end
+  local deadline = deadline_of(self)
+  local sent = P.lib().PQsendQueryParams(self.conn, sql, n, types, vals, lens, fmts, 0)
+  return finish(self, sent, deadline, keep) -- keep: alive until libpq copied them
 end
 
 function DB:exec(sql)
   if type(sql) ~= "string" then error("tycho.pg: exec: the SQL text is a string", 2) end
-  return run(self, "exec", function() return P.lib().PQsendQuery(self.conn, sql) end)
+  local ok, e = begin_op(self, "exec")
+  if not ok then return nil, e end
+  local deadline = deadline_of(self)
+  return finish(self, P.lib().PQsendQuery(self.conn, sql), deadline)
 end
 
 function DB:prepare(name, sql)
   if type(name) ~= "string" or type(sql) ~= "string" then
     error("tycho.pg: prepare(name, sql): two strings", 2)
   end
-  local rows, err = run(self, "prepare", function()
-    return P.lib().PQsendPrepare(self.conn, name, sql, 0, nil)
-  end)
+  local ok, e = begin_op(self, "prepare")
+  if not ok then return nil, e end
+  local deadline = deadline_of(self)
+  local rows, err = finish(self, P.lib().PQsendPrepare(self.conn, name, sql, 0, nil), deadline)
   if not rows then return nil, err end
   return true
 end
@@ -277,11 +282,11 @@ function DB:execute(name, ...)
   if type(name) ~= "string" then error("tycho.pg: execute: the statement's name is a string", 2) end
   local n = select("#", ...)
   local _, vals, lens, fmts, keep = P.params(n, ...)
-  return run(self, "execute", function()
-    local r = P.lib().PQsendQueryPrepared(self.conn, name, n, vals, lens, fmts, 0)
-    local _ = keep
-    return r
-  end)
+  local ok, e = begin_op(self, "execute")
+  if not ok then return nil, e end
+  local deadline = deadline_of(self)
+  local sent = P.lib().PQsendQueryPrepared(self.conn, name, n, vals, lens, fmts, 0)
+  return finish(self, sent, deadline, keep)
 end
 
 function DB:settimeout(seconds)

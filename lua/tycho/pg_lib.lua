@@ -55,6 +55,9 @@ int PQexitPipelineMode(PGconn *conn);
 int PQpipelineSync(PGconn *conn);
 unsigned char *PQunescapeBytea(const unsigned char *strtext, size_t *retbuflen);
 int PQlibVersion(void);
+PGconn *PQconnectdb(const char *conninfo);
+PGresult *PQexecParams(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
+  const char *const *paramValues, const int *paramLengths, const int *paramFormats, int resultFormat);
 typedef void (*PQnoticeProcessor) (void *arg, const char *message);
 PQnoticeProcessor PQsetNoticeProcessor(PGconn *conn, PQnoticeProcessor proc, void *arg);
 ]])

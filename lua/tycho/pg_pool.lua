@@ -25,6 +25,17 @@ Pool.__index = Pool
 
 local REAP_EVERY = 0.05 -- a waiter looks for dead borrowers this often
 
+-- The process-wide sums of every worker's pools (core/lua/lpgstat.c: in
+-- tycho.stats().pg and /metrics); this pool's own figures alongside.
+local FIG = {}
+for i, name in ipairs(core._pg_names()) do FIG[name] = i end
+local count = core._pg_count
+
+local function bump(p, name, d)
+  p[name] = p[name] + d
+  count(FIG[name], d)
+end
+
 local function key_of(opts)
   local ks = {}
   for k, v in pairs(opts) do
@@ -39,8 +50,8 @@ local function reap(p)
   for db, lease in pairs(p.lent) do
     if lease:dead() then
       p.lent[db] = nil
-      p.open = p.open - 1
-      p.reaped = p.reaped + 1
+      bump(p, "open", -1)
+      bump(p, "reaped", 1)
       db:close()
     end
   end
@@ -70,40 +81,41 @@ function Pool:get()
     if self.closed then return nil, "closed" end
     local db = table.remove(self.idle)
     if db then
+      count(FIG.idle, -1)
       if healthy(self, db) then
         self.lent[db] = core._lease()
-        self.acquired = self.acquired + 1
+        bump(self, "acquired", 1)
         return db
       end
-      self.open = self.open - 1
-      self.discarded = self.discarded + 1
+      bump(self, "open", -1)
+      bump(self, "discarded", 1)
       db:close()
     elseif self.open < self.size then
-      self.open = self.open + 1
+      bump(self, "open", 1)
       local c, err = self.pg.connect(self.opts)
       if not c then
-        self.open = self.open - 1
-        self.connect_errors = self.connect_errors + 1
+        bump(self, "open", -1)
+        bump(self, "connect_errors", 1)
         wake_one(self) -- the place it held is free again
         return nil, err
       end
       self.lent[c] = core._lease()
-      self.acquired = self.acquired + 1
+      bump(self, "acquired", 1)
       return c
     else
       reap(self)
       if self.open >= self.size then
         local left = deadline - now()
         if left <= 0 then
-          self.timeouts = self.timeouts + 1
+          bump(self, "timeouts", 1)
           return nil, "timeout"
         end
         local w = core._waiter()
         self.waiters[#self.waiters + 1] = w
-        self.waiting = self.waiting + 1
-        self.waits = self.waits + 1
+        bump(self, "waiting", 1)
+        bump(self, "waits", 1)
         w:wait(math.min(left, REAP_EVERY))
-        self.waiting = self.waiting - 1
+        bump(self, "waiting", -1)
         for i, x in ipairs(self.waiters) do
           if x == w then table.remove(self.waiters, i) break end
         end
@@ -120,12 +132,13 @@ function Pool:put(db)
   self.lent[db] = nil
   lease:release()
   if self.closed or not db:idle() or #self.idle >= self.size then
-    self.open = self.open - 1
-    if db.conn then self.discarded = self.discarded + 1 end
+    bump(self, "open", -1)
+    if db.conn then bump(self, "discarded", 1) end
     db:close()
   else
     db.pool_since = now()
     self.idle[#self.idle + 1] = db
+    count(FIG.idle, 1)
   end
   wake_one(self)
 end
@@ -150,11 +163,16 @@ function Pool:transaction(...) return with(self, "transaction", ...) end
 function Pool:close()
   self.closed = true
   for _, db in ipairs(self.idle) do
-    self.open = self.open - 1
+    bump(self, "open", -1)
+    count(FIG.idle, -1)
     db:close()
   end
   self.idle = {}
-  pools[self.key] = nil
+  if pools[self.key] == self then
+    pools[self.key] = nil
+    count(FIG.pools, -1)
+    count(FIG.size, -self.size)
+  end
   for _, w in ipairs(self.waiters) do w:wake() end
   return true
 end
@@ -181,6 +199,8 @@ function M.pool(pg, opts)
     idle = {}, lent = {}, waiters = {}, open = 0, waiting = 0, acquired = 0, waits = 0,
     timeouts = 0, reaped = 0, discarded = 0, connect_errors = 0 }, Pool)
   pools[key] = p
+  count(FIG.pools, 1)
+  count(FIG.size, size)
   return p
 end
 
