@@ -11,12 +11,24 @@ local tycho = require "tycho"
 local PG = require "support.pg"
 
 local SECS = tonumber(arg[1]) or 10
+local ffi = require "ffi"
+ffi.cdef [[
+struct tycho_rusage { long utime_s, utime_us, stime_s, stime_us; long rest[14]; };
+int getrusage(int who, struct tycho_rusage *usage);
+]]
+-- CPU seconds of this process (all its threads) or of its waited-for children.
+local function cpu(who)
+  local r = ffi.new("struct tycho_rusage")
+  ffi.C.getrusage(who == "children" and -1 or 0, r)
+  return tonumber(r.utime_s + r.stime_s) + tonumber(r.utime_us + r.stime_us) * 1e-6
+end
 local CLIENTS = 64
 local WORKERS = tonumber(os.getenv("WORKERS")) or 2
 local SELECT_S = "SELECT abalance FROM pgbench_accounts WHERE aid = $1"
 
--- CLIENTS actors on WORKERS workers; queries per second, all together.
-local function actors(mode, sql, opts)
+-- CLIENTS actors on WORKERS workers; queries per second, all together,
+-- and the client's CPU microseconds per query.
+local function actors(mode, sql, opts, clients)
   return tycho.run(function(o, mode, sql, secs, n, fn)
     local tycho = require "tycho"
     local me = tycho.self()
@@ -33,8 +45,8 @@ local function actors(mode, sql, opts)
       local tag, c = tycho.recv(secs + 60)
       if tag == "done" then total = total + c end
     end
-    return total / (tycho.now() - t0)
-  end, opts, mode, sql, SECS, CLIENTS, "bench.lua.pg_client")
+    return total / (tycho.now() - t0), total
+  end, opts, mode, sql, SECS, clients or CLIENTS, "bench.lua.pg_client")
 end
 
 -- 1,000 inserts: one pipeline vs one query each, on one connection.
@@ -85,23 +97,31 @@ local ok, err = pcall(function()
   f:write("SELECT 1;\n")
   f:close()
   local c = ("-c %d -j 2 -T %d"):format(CLIENTS, SECS)
+  local function report(name, rate, unit, us)
+    print(("RESULT %s %.0f %s"):format(name, rate, unit))
+    print(("DETAIL %s client_cpu_us_per_query=%.1f"):format(name, us))
+    io.stdout:flush()
+  end
   for _, b in ipairs{
     { "pgbench_S", "-S " .. c }, { "pgbench_S_extended", "-S -M extended " .. c },
     { "pgbench_select1_extended", "-n -M extended -f " .. one .. " " .. c },
+    { "pgbench_select1_extended_c1", "-n -M extended -f " .. one .. " -c 1 -j 1 -T " .. SECS },
   } do
+    local c0 = cpu("children")
     local tps = pgbench_tps(b[2])
-    print(("RESULT %s %.0f tps"):format(b[1], tps))
-    io.stdout:flush()
+    report(b[1], tps, "tps", (cpu("children") - c0) / (tps * SECS) * 1e6)
   end
   os.remove(one)
   tycho.config{ workers = WORKERS }
   tycho.pool_config{ max = 128 }
   for _, b in ipairs{
     { "tycho_pg_S", "async", SELECT_S }, { "tycho_pg_select1", "async", "SELECT 1" },
+    { "tycho_pg_select1_c1", "async", "SELECT 1", 1 },
     { "tycho_blocking_S", "blocking", SELECT_S }, { "tycho_blocking_select1", "blocking", "SELECT 1" },
   } do
-    print(("RESULT %s %.0f queries/s"):format(b[1], actors(b[2], b[3], srv.opts)))
-    io.stdout:flush()
+    local c0 = cpu()
+    local rate, total = actors(b[2], b[3], srv.opts, b[4])
+    report(b[1], rate, "queries/s", (cpu() - c0) / total * 1e6)
   end
   local p, s = pipeline(srv.opts)
   print(("RESULT pipeline_1000 %.1f ms"):format(p * 1000))
