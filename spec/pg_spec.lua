@@ -36,14 +36,16 @@ describe("tycho.pg", function()
         local tycho = require "tycho"
         local null = tycho.json.null
         local db = assert(tycho.pg.connect(o))
-        local rows = assert(db:query([[select 1::int2 as i2, 2::int4 as i4, 9007199254740991::int8 as i8,
+        local rows = assert(db:query([[select 1::int2 as i2, 2::int4 as i4,
+          9007199254740991::int8 as i8,
           1.5::float4 as f4, 2.25::float8 as f8, 12345678901234567890.5::numeric as num,
           true as t, false as f, 'héllo'::text as tx, 'v'::varchar(3) as vc, null::int as n,
           '\x00ff41'::bytea as by, '{"a":[1,2,{"b":null}]}'::jsonb as jb, '[1,"x"]'::json as js,
           '2024-01-02 03:04:05'::timestamp as ts, '2024-01-02'::date as d,
           '{1,NULL,3}'::int4[] as ai, '{"a b","c\"d",NULL}'::text[] as at,
           '{{1,2},{3,4}}'::int8[] as a2, '{t,f}'::bool[] as ab, '{}'::int4[] as ae]]))
-        local p = assert(db:query("select $1::int8 as a, $2::float8 as b, $3::text as c, $4::bool as d,"
+        local p = assert(db:query("select $1::int8 as a, $2::float8 as b, $3::text as c,"
+          .. " $4::bool as d,"
           .. " $5::int as e, $6::bytea as f, $7::jsonb as g, $8 as h, $9::numeric as i",
           -42, 0.1, "x'y", true, nil, "a\0b", { k = { 1, 2 } }, null, "1.10"))
         db:exec("create temporary table t (id serial, v text)")
@@ -230,7 +232,8 @@ describe("tycho.pg", function()
         for i = 1, n do
           tycho.spawn(function(opts, to, i)
             local tycho = require "tycho"
-            local rows, err = tycho.pg.pool(opts):query("select $1::int * 2 as v, pg_sleep(0.001)", i)
+            local rows, err = tycho.pg.pool(opts)
+              :query("select $1::int * 2 as v, pg_sleep(0.001)", i)
             tycho.send(to, i, rows and rows[1].v, err)
           end, o, me, i)
         end
@@ -352,12 +355,13 @@ describe("tycho.pg", function()
     end)
 
     it("bounds connect by its timeout and reports refused ones, with " .. io, function()
-      local r = run(io, function(o)
+      local r = run(io, function()
         local tycho = require "tycho"
         local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 }) -- never answers
         local _, port = l:getsockname()
         local t0 = tycho.now()
-        local _, e1 = tycho.pg.connect{ host = "127.0.0.1", port = port, user = "x", timeout = 0.3, tls = false }
+        local _, e1 = tycho.pg.connect{ host = "127.0.0.1", port = port, user = "x", timeout = 0.3,
+          tls = false }
         local dt = tycho.now() - t0
         l:close()
         local _, e2 = tycho.pg.connect{ host = "127.0.0.1", port = port, user = "x", tls = false }

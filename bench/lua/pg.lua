@@ -4,7 +4,8 @@
 --   luajit bench/lua/pg.lua [seconds]
 -- Prints "RESULT <name> <value> <unit>" lines.
 local root = debug.getinfo(1, "S").source:gsub("^@", ""):match("^(.*)/bench/lua/[^/]*$") or "."
-package.path = root .. "/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/spec/?.lua;" .. package.path
+package.path = root .. "/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
+  .. root .. "/spec/?.lua;" .. package.path
 package.cpath = root .. "/" .. (os.getenv("BUILD") or "build") .. "/lib/?.so;" .. package.cpath
 
 local tycho = require "tycho"
@@ -117,7 +118,8 @@ local ok, err = pcall(function()
   for _, b in ipairs{
     { "tycho_pg_S", "async", SELECT_S }, { "tycho_pg_select1", "async", "SELECT 1" },
     { "tycho_pg_select1_c1", "async", "SELECT 1", 1 },
-    { "tycho_blocking_S", "blocking", SELECT_S }, { "tycho_blocking_select1", "blocking", "SELECT 1" },
+    { "tycho_blocking_S", "blocking", SELECT_S },
+    { "tycho_blocking_select1", "blocking", "SELECT 1" },
   } do
     local c0 = cpu()
     local rate, total = actors(b[2], b[3], srv.opts, b[4])

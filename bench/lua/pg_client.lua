@@ -13,8 +13,8 @@ return function(o, mode, sql, secs, to)
     conn = tycho.blocking(function(port)
       local ffi = require "ffi"
       local l = require("tycho.pg_lib").lib()
-      local c = l.PQconnectdb(("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable")
-        :format(port))
+      local c = l.PQconnectdb(("host=127.0.0.1 port=%d user=postgres dbname=postgres"
+        .. " sslmode=disable"):format(port))
       return tonumber(ffi.cast("intptr_t", c))
     end, o.port)
   end
@@ -32,7 +32,8 @@ return function(o, mode, sql, secs, to)
         local sa = a and tostring(a) -- a local: alive while libpq reads it
         local vals = ffi.new("const char *[1]")
         vals[0] = sa
-        local r = l.PQexecParams(ffi.cast("PGconn *", addr), q, a and 1 or 0, nil, vals, nil, nil, 0)
+        local c = ffi.cast("PGconn *", addr)
+        local r = l.PQexecParams(c, q, a and 1 or 0, nil, vals, nil, nil, 0)
         local good = l.PQresultStatus(r) == 2
         local msg = not good and ffi.string(l.PQerrorMessage(ffi.cast("PGconn *", addr))) or nil
         l.PQclear(r)

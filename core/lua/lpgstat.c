@@ -9,10 +9,10 @@
 
 #include "lpgstat.h"
 
-
-static const char *const pg_names[] = {
-    "pools",    "size",     "open",    "idle",      "waiting",       "acquired",
-    "waits",    "timeouts", "reaped",  "discarded", "connect_errors"};
+static const char *const pg_names[] = {"pools",     "size",          "open",
+                                       "idle",      "waiting",       "acquired",
+                                       "waits",     "timeouts",      "reaped",
+                                       "discarded", "connect_errors"};
 #define PG_N (sizeof pg_names / sizeof *pg_names)
 /* Relaxed: each is a figure on its own, read for display; nothing else is
  * published through them. */
@@ -46,4 +46,3 @@ void lt_pg_stats_push(lua_State *L) {
     lua_setfield(L, -2, pg_names[i]);
   }
 }
-

@@ -209,8 +209,9 @@ static int l_waiter_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg waiter_methods[] = {
-    {"wait", l_waiter_wait}, {"wake", l_waiter_wake}, {NULL, NULL}};
+static const luaL_Reg waiter_methods[] = {{"wait", l_waiter_wait},
+                                          {"wake", l_waiter_wake},
+                                          {NULL, NULL}};
 
 static int l_waiter(lua_State *L) {
   lt_waiter **p = lua_newuserdata(L, sizeof *p);
@@ -263,8 +264,9 @@ static int l_lease_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg lease_methods[] = {
-    {"dead", l_lease_dead}, {"release", l_lease_release}, {NULL, NULL}};
+static const luaL_Reg lease_methods[] = {{"dead", l_lease_dead},
+                                         {"release", l_lease_release},
+                                         {NULL, NULL}};
 
 static int l_lease(lua_State *L) {
   ty_actor *a = lt_net_actor(L, "lease");
@@ -273,8 +275,7 @@ static int l_lease(lua_State *L) {
   l->owner = a->user;
   l->dead = false;
   lt_res_add(l->owner, &l->res);
-  lt_net_metatable(L, LT_LEASE_MT, lease_methods, l_lease_gc,
-                   l_lease_tostring);
+  lt_net_metatable(L, LT_LEASE_MT, lease_methods, l_lease_gc, l_lease_tostring);
   lua_setmetatable(L, -2);
   return 1;
 }

@@ -15,7 +15,8 @@ typedef struct pg_result PGresult;
 typedef struct pg_cancel PGcancel;
 typedef unsigned int Oid;
 typedef struct pgNotify { char *relname; int be_pid; char *extra; struct pgNotify *next; } PGnotify;
-PGconn *PQconnectStartParams(const char *const *keywords, const char *const *values, int expand_dbname);
+PGconn *PQconnectStartParams(const char *const *keywords, const char *const *values,
+  int expand_dbname);
 int PQconnectPoll(PGconn *conn);
 int PQstatus(const PGconn *conn);
 int PQtransactionStatus(const PGconn *conn);
@@ -25,10 +26,13 @@ void PQfinish(PGconn *conn);
 int PQsetnonblocking(PGconn *conn, int arg);
 int PQsendQuery(PGconn *conn, const char *query);
 int PQsendQueryParams(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
-  const char *const *paramValues, const int *paramLengths, const int *paramFormats, int resultFormat);
-int PQsendPrepare(PGconn *conn, const char *stmtName, const char *query, int nParams, const Oid *paramTypes);
-int PQsendQueryPrepared(PGconn *conn, const char *stmtName, int nParams, const char *const *paramValues,
-  const int *paramLengths, const int *paramFormats, int resultFormat);
+  const char *const *paramValues, const int *paramLengths, const int *paramFormats,
+  int resultFormat);
+int PQsendPrepare(PGconn *conn, const char *stmtName, const char *query, int nParams,
+  const Oid *paramTypes);
+int PQsendQueryPrepared(PGconn *conn, const char *stmtName, int nParams,
+  const char *const *paramValues, const int *paramLengths, const int *paramFormats,
+  int resultFormat);
 int PQflush(PGconn *conn);
 int PQconsumeInput(PGconn *conn);
 int PQisBusy(PGconn *conn);
@@ -57,7 +61,8 @@ unsigned char *PQunescapeBytea(const unsigned char *strtext, size_t *retbuflen);
 int PQlibVersion(void);
 PGconn *PQconnectdb(const char *conninfo);
 PGresult *PQexecParams(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
-  const char *const *paramValues, const int *paramLengths, const int *paramFormats, int resultFormat);
+  const char *const *paramValues, const int *paramLengths, const int *paramFormats,
+  int resultFormat);
 typedef void (*PQnoticeProcessor) (void *arg, const char *message);
 PQnoticeProcessor PQsetNoticeProcessor(PGconn *conn, PQnoticeProcessor proc, void *arg);
 ]])
@@ -131,8 +136,8 @@ function M.params(n, ...)
     elseif t == "cdata" then
       s = tostring(v):gsub("U?LL$", "")
     else
-      error(("tycho.pg: parameter %d: a %s cannot be sent (nil, booleans, numbers, strings, tables as JSON)")
-        :format(i, t), 3)
+      error(("tycho.pg: parameter %d: a %s cannot be sent"
+        .. " (nil, booleans, numbers, strings, tables as JSON)"):format(i, t), 3)
     end
     if s then
       keep[#keep + 1] = s

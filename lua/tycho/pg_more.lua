@@ -69,7 +69,7 @@ function M.install(pg, DB, I)
       self.busy = false
       return I.broken(self)
     end
-    local out, err, perr, at = {}, nil, nil, nil
+    local out, perr, at = {}, nil, nil
     for _, q in ipairs(list) do
       local n = select("#", unpack(q, 2, q.n or #q))
       local types, vals, lens, fmts, keep = P.params(n, unpack(q, 2, q.n or #q))
@@ -83,6 +83,7 @@ function M.install(pg, DB, I)
       self.busy = false
       return I.broken(self)
     end
+    local err
     ok, err = I.flush(self, deadline)
     local i = 1
     while ok do

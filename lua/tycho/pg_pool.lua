@@ -39,7 +39,9 @@ end
 local function key_of(opts)
   local ks = {}
   for k, v in pairs(opts) do
-    if type(v) ~= "function" and type(v) ~= "table" then ks[#ks + 1] = tostring(k) .. "=" .. tostring(v) end
+    if type(v) ~= "function" and type(v) ~= "table" then
+      ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
+    end
   end
   table.sort(ks)
   return table.concat(ks, "\0")

@@ -95,7 +95,8 @@ end
 function Srv:restart_cmd(pidfile)
   local launch = server_cmd(self) .. " echo $! >" .. H.quote(pidfile)
   return ("kill -INT %d; while kill -0 %d 2>/dev/null; do sleep 0.02; done; (%s);"
-    .. " for i in $(seq 600); do %s/pg_isready -q -h 127.0.0.1 -p %d -t 1 && exit 0; sleep 0.05; done;"
+    .. " for i in $(seq 600); do %s/pg_isready -q -h 127.0.0.1 -p %d -t 1 && exit 0;"
+    .. " sleep 0.05; done;"
     .. " exit 1"):format(self.pid, self.pid, launch, self.bin, self.port)
 end
 
@@ -128,7 +129,9 @@ end
 
 function PG.start()
   local bin = bindir()
-  if not bin then return nil, "PostgreSQL is not installed (scripts/deps.sh installs postgresql)" end
+  if not bin then
+    return nil, "PostgreSQL is not installed (scripts/deps.sh installs postgresql)"
+  end
   local p = io.popen("mktemp -d /tmp/tycho-pg.XXXXXX")
   local dir = p:read("*l")
   p:close()

@@ -27,7 +27,9 @@ local pg = {
     assert(db:query("insert into kv (k, v) values ($1, $2::jsonb)"
       .. " on conflict (k) do update set v = excluded.v", k, tycho.json.encode(v)))
   end,
-  delete = function(db, k) return assert(db:query("delete from kv where k = $1", k)).affected > 0 end,
+  delete = function(db, k)
+    return assert(db:query("delete from kv where k = $1", k)).affected > 0
+  end,
   count = function(db) return assert(db:query("select count(*) as n from kv"))[1].n end,
 }
 
