@@ -212,8 +212,17 @@ describe("tycho.pg", function()
           tycho.send(to, "started")
           p:query("select pg_sleep(5)")
         end, o, me)
-        assert(tycho.recv(10) == "started")
-        tycho.sleep(0.2)
+        assert(tycho.recv(30) == "started")
+        -- killed mid-query: once the server runs its query
+        local watch = assert(tycho.pg.connect{ host = o.host, port = o.port, user = o.user,
+          database = o.database, tls = false })
+        for _ = 1, 600 do
+          local n = watch:query("select count(*) as n from pg_stat_activity where state = 'active'"
+            .. " and application_name = $1", o.application_name)[1].n
+          if n == 1 then break end
+          tycho.sleep(0.05)
+        end
+        watch:close()
         tycho.kill(victim, "stop")
         local rows, err = pool:query("select 7 as v")
         local s = pool:stats()
@@ -237,19 +246,29 @@ describe("tycho.pg", function()
             tycho.send(to, i, rows and rows[1].v, err)
           end, o, me, i)
         end
+        local before = tycho.stats().pg.acquired
         local good, errs = 0, {}
         for _ = 1, n do
           local i, v, err = tycho.recv(120)
           if v == i * 2 then good = good + 1 else errs[#errs + 1] = tostring(err) end
         end
+        local st = tycho.stats().pg
+        local metrics = require("tycho.observe").metrics()
         local db = assert(tycho.pg.connect(o))
         local conns = db:query("select count(*) as c from pg_stat_activity"
           .. " where application_name = $1", o.application_name)[1].c
         db:close()
-        return good, errs[1], conns
+        return good, errs[1], conns, st.acquired - before, st.size, st.open, metrics
       end, need(), io)
       assert.equal(1000, r[1], r[2])
       assert.is_true(r[3] <= 2 * 10 + 1, "connections: " .. r[3])
+      -- tycho.stats().pg: at least these 1,000 borrows (the queries ran by
+      -- the time their answers came, though a borrow may be started before
+      -- `before` was read by an actor spawned early)
+      assert.is_true(r[4] >= 1000 - 20, "acquired: " .. r[4])
+      assert.is_true(r[5] >= 10 and r[6] >= 1)
+      assert.matches("tycho_pg_acquired %d+", r[7])
+      assert.matches("tycho_pg_open %d+", r[7])
     end)
 
     it("delivers NOTIFY to the listening actor in order, with " .. io, function()

@@ -47,22 +47,30 @@ local function key_of(opts)
   return table.concat(ks, "\0")
 end
 
--- Connections whose borrower died: closed, their places freed.
+-- What dead actors held: connections they borrowed (closed: their state is
+-- unknown), places they were connecting in, places in the queue.
 local function reap(p)
-  for db, lease in pairs(p.lent) do
+  for held, lease in pairs(p.lent) do
     if lease:dead() then
-      p.lent[db] = nil
+      p.lent[held] = nil
       bump(p, "open", -1)
       bump(p, "reaped", 1)
-      db:close()
+      if held.close then held:close() end -- else a connect cut short
+    end
+  end
+  for i = #p.waiters, 1, -1 do
+    if p.waiters[i].lease:dead() then
+      table.remove(p.waiters, i)
+      bump(p, "waiting", -1)
     end
   end
 end
 
 local function wake_one(p)
   while #p.waiters > 0 do
-    local w = table.remove(p.waiters, 1)
-    if w:wake() then return end
+    local e = table.remove(p.waiters, 1)
+    if e.w:wake() then return end
+    if e.lease:dead() then bump(p, "waiting", -1) end
   end
 end
 
@@ -76,35 +84,59 @@ local function healthy(p, db)
   return ok ~= nil
 end
 
--- Borrows a connection: db | nil, err.
+-- Waits for a place or a connection to come back (or REAP_EVERY).
+local function queue(p, left)
+  local e = { w = core._waiter(), lease = core._lease() }
+  p.waiters[#p.waiters + 1] = e
+  bump(p, "waiting", 1)
+  bump(p, "waits", 1)
+  e.w:wait(math.min(left, REAP_EVERY))
+  e.lease:release()
+  bump(p, "waiting", -1)
+  for i, x in ipairs(p.waiters) do
+    if x == e then table.remove(p.waiters, i) break end
+  end
+end
+
+-- Borrows a connection: db | nil, err. The lease comes first: an actor that
+-- dies anywhere from here on (a health check, a connect) leaves it dead,
+-- and reap frees what it held.
 function Pool:get()
   local deadline = now() + self.wait_timeout
   while true do
     if self.closed then return nil, "closed" end
+    local lease = core._lease()
     local db = table.remove(self.idle)
     if db then
       count(FIG.idle, -1)
+      self.lent[db] = lease
       if healthy(self, db) then
-        self.lent[db] = core._lease()
         bump(self, "acquired", 1)
         return db
       end
+      self.lent[db] = nil
+      lease:release()
       bump(self, "open", -1)
       bump(self, "discarded", 1)
       db:close()
     elseif self.open < self.size then
+      local place = {} -- the connection being opened, until it is
+      self.lent[place] = lease
       bump(self, "open", 1)
       local c, err = self.pg.connect(self.opts)
+      self.lent[place] = nil
       if not c then
+        lease:release()
         bump(self, "open", -1)
         bump(self, "connect_errors", 1)
         wake_one(self) -- the place it held is free again
         return nil, err
       end
-      self.lent[c] = core._lease()
+      self.lent[c] = lease
       bump(self, "acquired", 1)
       return c
     else
+      lease:release()
       reap(self)
       if self.open >= self.size then
         local left = deadline - now()
@@ -112,15 +144,7 @@ function Pool:get()
           bump(self, "timeouts", 1)
           return nil, "timeout"
         end
-        local w = core._waiter()
-        self.waiters[#self.waiters + 1] = w
-        bump(self, "waiting", 1)
-        bump(self, "waits", 1)
-        w:wait(math.min(left, REAP_EVERY))
-        bump(self, "waiting", -1)
-        for i, x in ipairs(self.waiters) do
-          if x == w then table.remove(self.waiters, i) break end
-        end
+        queue(self, left)
       end
     end
   end
@@ -175,7 +199,7 @@ function Pool:close()
     count(FIG.pools, -1)
     count(FIG.size, -self.size)
   end
-  for _, w in ipairs(self.waiters) do w:wake() end
+  for _, e in ipairs(self.waiters) do e.w:wake() end
   return true
 end
 
