@@ -46,11 +46,14 @@ local function wait(db, events, deadline)
   local fd = P.lib().PQsocket(db.conn)
   if fd < 0 then return nil, "closed" end
   local tmo = remaining(deadline) or -1
+  local r, err
   if db.reader and events == POLLIN then
-    return db.signal:wait(tmo)
+    r, err = db.signal:wait(tmo)
+  else
+    r, err = fdwait(fd, db.reader and POLLOUT or events, tmo)
   end
-  if db.reader then events = POLLOUT end
-  local r, err = fdwait(fd, events, tmo)
+  -- closed meanwhile (by a fork of the actor): its wait was cancelled
+  if not db.conn then return nil, "closed" end
   if not r then return nil, err end
   return true
 end
