@@ -233,6 +233,33 @@ describe("tycho.pg", function()
       assert.equal(1, r[4])
     end)
 
+    it("bounds the wait for a pooled connection, then lends the one given back, with " .. io,
+      function()
+        local r = run(io, function(o, io)
+          local tycho = require "tycho"
+          o.size, o.wait_timeout, o.application_name = 1, 0.2, "tycho-wait-" .. io
+          local pool = tycho.pg.pool(o)
+          local held = assert(pool:get())
+          local t0 = tycho.now()
+          local nothing, err = pool:query("select 1 as v")
+          local waited = tycho.now() - t0
+          local timeouts = pool:stats().timeouts
+          tycho.fork(function() tycho.sleep(0.05) pool:put(held) end)
+          o.wait_timeout = 10 -- other options: another pool
+          local other = tycho.pg.pool(o) ~= pool
+          o.wait_timeout = 0.2 -- the same options on this worker: the same pool
+          local same = tycho.pg.pool(o) == pool
+          local later = pool:query("select 2 as v")
+          return nothing, err, waited, timeouts, other and same, later and later[1].v
+        end, need(), io)
+        assert.is_nil(r[1])
+        assert.equal("timeout", r[2])
+        assert.is_true(r[3] >= 0.15 and r[3] < 5, "waited " .. r[3])
+        assert.equal(1, r[4])
+        assert.is_true(r[5])
+        assert.equal(2, r[6])
+      end)
+
     it("answers 1,000 concurrent queries through a pool of 10, with " .. io, function()
       local r = run(io, function(o, io)
         local tycho = require "tycho"
@@ -291,11 +318,16 @@ describe("tycho.pg", function()
           got = got + 1
         end
         local v = db:query("select 2 as two")[1].two
+        assert(db:unlisten("tycho_ch"))
+        assert(talk:query("select pg_notify('tycho_ch', 'late')"))
+        assert(db:query("select 1 as one")) -- reads anything the server sent
+        local late = tycho.recv(0.2)
         db:close(); talk:close()
-        return got, bad, v
+        return got, bad, v, late
       end, need())
       assert.equal(100, r[1], r[2])
       assert.equal(2, r[3])
+      assert.is_nil(r[4]) -- after unlisten, nothing comes
     end)
 
     it("gives errors while the server restarts, then recovers, with " .. io, function()
