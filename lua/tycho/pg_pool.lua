@@ -1,4 +1,4 @@
---- tycho.pg.pool{..., size = 10, wait_timeout = 5}: connections of one worker.
+--- tycho.pg.pool{..., size = 10, wait_timeout = 30}: connections of one worker.
 --
 -- The module's state lives in the worker's LuaJIT state, so a pool belongs
 -- to its worker: the same options on the same worker reach the same pool,
@@ -84,18 +84,21 @@ local function healthy(p, db)
   return ok ~= nil
 end
 
--- Waits for a place or a connection to come back (or REAP_EVERY).
+-- Waits for a place or a connection to come back (or REAP_EVERY). Returns
+-- the connection put handed over, already lent under this wait's lease.
 local function queue(p, left)
   local e = { w = core._waiter(), lease = core._lease() }
   p.waiters[#p.waiters + 1] = e
   bump(p, "waiting", 1)
   bump(p, "waits", 1)
   e.w:wait(math.min(left, REAP_EVERY))
-  e.lease:release()
   bump(p, "waiting", -1)
+  if e.db then return e.db end
+  e.lease:release()
   for i, x in ipairs(p.waiters) do
     if x == e then table.remove(p.waiters, i) break end
   end
+  return nil
 end
 
 -- Borrows a connection: db | nil, err. The lease comes first: an actor that
@@ -144,14 +147,19 @@ function Pool:get()
           bump(self, "timeouts", 1)
           return nil, "timeout"
         end
-        queue(self, left)
+        local got = queue(self, left)
+        if got then
+          bump(self, "acquired", 1)
+          return got
+        end
       end
     end
   end
 end
 
 -- Gives a borrowed connection back (a broken one, or one left inside a
--- transaction, is closed).
+-- transaction, is closed). A good one goes straight to the first waiter
+-- (under its lease), so a newcomer cannot take it from the queue.
 function Pool:put(db)
   local lease = self.lent[db]
   if not lease then return end
@@ -161,12 +169,21 @@ function Pool:put(db)
     bump(self, "open", -1)
     if db.conn then bump(self, "discarded", 1) end
     db:close()
-  else
-    db.pool_since = now()
-    self.idle[#self.idle + 1] = db
-    count(FIG.idle, 1)
+    wake_one(self) -- its place is free: a waiter may connect
+    return
   end
-  wake_one(self)
+  db.pool_since = now()
+  while #self.waiters > 0 do
+    local e = table.remove(self.waiters, 1)
+    if e.w:wake() then
+      e.db = db
+      self.lent[db] = e.lease
+      return
+    end
+    if e.lease:dead() then bump(self, "waiting", -1) end
+  end
+  self.idle[#self.idle + 1] = db
+  count(FIG.idle, 1)
 end
 
 -- Runs method on a borrowed connection and gives it back, also when the
@@ -221,7 +238,7 @@ function M.pool(pg, opts)
   local copts = {}
   for k, v in pairs(opts) do copts[k] = v end
   p = setmetatable({ pg = pg, opts = copts, key = key, size = size,
-    wait_timeout = opts.wait_timeout or 5, check_after = opts.check_after or 30,
+    wait_timeout = opts.wait_timeout or 30, check_after = opts.check_after or 30,
     idle = {}, lent = {}, waiters = {}, open = 0, waiting = 0, acquired = 0, waits = 0,
     timeouts = 0, reaped = 0, discarded = 0, connect_errors = 0 }, Pool)
   pools[key] = p
