@@ -15,8 +15,9 @@
  *       an unknown state and must be closed).
  *
  * All three live on the worker that made them (a pool is per worker): they
- * are plain memory, no atomics. Each is reference counted: the userdata, a
- * busy op, a waiting actor.
+ * are plain memory, no atomics. A wait and a waiter are reference counted
+ * (the userdata, a busy op, a waiting actor); a lease is its userdata, which
+ * leaves its actor's resources when collected.
  */
 #include <errno.h>
 #include <poll.h>
@@ -123,7 +124,9 @@ static int l_fdwait(lua_State *L) {
  * record keeps an op on it. */
 static int l_fdcancel(lua_State *L) {
   int fd = (int)luaL_checkinteger(L, 1);
-  ty__io *io = ty_worker_io(ty_worker_current());
+  ty_worker *w = ty_worker_current();
+  if (!w) return 0; /* not a worker's thread: no waits here */
+  ty__io *io = ty_worker_io(w);
   for (lt_fdw *f = tls_busy; f; f = f->next)
     if (f->op.fd == fd) ty__io_cancel(io, &f->op);
   return 0;
