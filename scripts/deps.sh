@@ -34,6 +34,10 @@ PACKAGES=(
   # the cluster: nats.c's headers to build (the library is loaded only when
   # a node joins a cluster), and nats-server for the specs and benchmarks
   libnats-dev nats-server
+  # tycho.pg: libpq (loaded on first connect; the headers for reference),
+  # and the PostgreSQL server that its specs and bench/pg.sh start (pgbench
+  # comes with it)
+  libpq-dev postgresql
   # benchmarks, model checking, memory checking (nginx, the peer of the
   # https and http_client workloads and of the HTTP client's specs, is not
   # installed: scripts/fetch-debs.sh unpacks it under build/debs)

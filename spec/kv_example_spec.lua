@@ -94,4 +94,54 @@ describe("examples/kv", function()
     os.remove(log)
     assert(ok, err)
   end)
+
+  it("keeps its keys in PostgreSQL with the pg option; the store, killed, reconnects", function()
+    local srv, why = require("support.pg").start()
+    if not srv and why:find("not installed", 1, true) then
+      pending(why)
+      return
+    end
+    assert(srv, why)
+    local ok, r = pcall(tycho.run, function(o)
+      local app = require "kv.app"
+      local _, http = app.start{ port = 0, pg = o, stats_every = 0.05 }
+      local base = ("http://127.0.0.1:%d/kv/"):format(http.port)
+      local function req(method, key, body)
+        local res = assert(tycho.test.http{ method = method, url = base .. key, body = body })
+        return { res.status, res.body and tycho.json.decode(res.body) }
+      end
+      local out = {}
+      out.missing = req("GET", "a")
+      out.put = req("PUT", "a", '{"n":1,"list":[1,2]}')
+      out.over = req("PUT", "a", '{"n":2}')
+      out.put2 = req("PUT", "b", '"text"')
+      out.del = req("DELETE", "b")
+      out.del2 = req("DELETE", "b")
+      local old = assert(tycho.test.wait_name("kv.store"))
+      tycho.kill(old, "chaos")
+      local new
+      for _ = 1, 500 do
+        new = tycho.whereis("kv.store")
+        if new and new ~= old then break end
+        tycho.sleep(0.01)
+      end
+      out.restarted = new ~= nil and new ~= old
+      out.after = req("GET", "a")
+      local db = assert(tycho.pg.connect(o))
+      out.rows = db:query("select k, v from kv order by k")
+      db:close()
+      http:close()
+      return out
+    end, srv.opts)
+    srv:stop()
+    assert(ok, r)
+    assert.same({ 404, { error = "not found" } }, r.missing)
+    assert.same({ 200, { key = "a", value = { n = 1, list = { 1, 2 } } } }, r.put)
+    assert.same({ 200, { deleted = true } }, r.del)
+    assert.same({ 404, { deleted = false } }, r.del2)
+    assert.is_true(r.restarted)
+    assert.same({ 200, { key = "a", value = { n = 2 } } }, r.after)
+    assert.equal(1, #r.rows)
+    assert.same({ k = "a", v = { n = 2 } }, r.rows[1])
+  end)
 end)

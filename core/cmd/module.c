@@ -22,6 +22,8 @@
 #include "net/ludp.h"
 #include "net/lws.h"
 
+#include "net/lwait.h"
+
 /* Keeps this shared object loaded for the life of the process. Threads of
  * the core outlive the Lua state that loaded it (the log writer, idle pool
  * threads); when LuaJIT closes that state it dlcloses its C modules, and a
@@ -53,6 +55,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_observe(L);
   lt_open_net(L);
   lt_open_udp(L);
+  lt_open_wait(L);
   lt_open_ngx(L);
   lt_open_http(L);
   lt_open_ws(L);

@@ -3,6 +3,7 @@
  * wrappers that dispatch to it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -95,6 +96,13 @@ int ty__io_recvmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
 int ty__io_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
   if (ty__io_op_busy(op)) return -EBUSY;
   return io->vt->sendmsg(io, op, fd, msg);
+}
+
+int ty__io_poll(ty__io *io, ty__io_op *op, int fd, unsigned events) {
+  if (ty__io_op_busy(op)) return -EBUSY;
+  events &= POLLIN | POLLOUT;
+  if (!events) return -EINVAL;
+  return io->vt->poll(io, op, fd, events);
 }
 
 void ty__io_cancel(ty__io *io, ty__io_op *op) {

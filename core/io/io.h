@@ -54,7 +54,8 @@ enum {
   TY__IO_CONNECT,
   TY__IO_RECVMSG, /* one datagram in */
   TY__IO_SENDMSG, /* one datagram out */
-  TY__IO_WAKE     /* io_uring: the eventfd read */
+  TY__IO_WAKE,    /* io_uring: the eventfd read */
+  TY__IO_POLL     /* readiness of a descriptor someone else reads */
 };
 enum { TY__IO_IDLE = 0, TY__IO_ARMED, TY__IO_CANCELLING };
 
@@ -225,6 +226,19 @@ int ty__io_recvmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
  * Returns 0, -EBUSY, or a negative errno.
  */
 int ty__io_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
+
+/*
+ * ty__io_poll - wait until fd is ready, once.
+ *
+ * For a descriptor that a library reads and writes itself (libpq: the
+ * binding only learns when to call it again). events: POLLIN and/or
+ * POLLOUT. Calls back once with the poll(2) revents (POLLIN, POLLOUT,
+ * POLLERR, POLLHUP) or a negative errno. The readiness is checked when the
+ * op runs, never taken from an older edge: a library that drained the
+ * socket since does not get a spurious wake. Returns 0, -EBUSY (epoll: an
+ * op already waits in that direction), or a negative errno.
+ */
+int ty__io_poll(ty__io *io, ty__io_op *op, int fd, unsigned events);
 
 /*
  * ty__io_cancel - ask a busy op to end.

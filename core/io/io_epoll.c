@@ -23,6 +23,7 @@
  *   fires (the worker reads it too; whoever is first wins).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -209,6 +210,26 @@ static void try_connect(epoll_io *e, ty__io_op *op) {
   finish(e, op, -err, NULL);
 }
 
+/* A poll op asks the kernel (poll(2), no wait) instead of trusting the
+ * ready bits: its library reads and writes the socket itself, so an edge we
+ * saw may be long consumed. Not ready: the bits go, and the next edge
+ * queues the op again. */
+static void try_poll(epoll_io *e, ty__io_op *op) {
+  struct pollfd p = {.fd = op->fd, .events = (short)op->len};
+  int n = poll(&p, 1, 0);
+  if (n > 0) {
+    finish(e, op, p.revents, NULL);
+    return;
+  }
+  if (n == 0) {
+    if (op->len & POLLIN) clear_ready(e, op->fd, R_IN);
+    if (op->len & POLLOUT) clear_ready(e, op->fd, R_OUT);
+    return;
+  }
+  if (errno == EINTR) enqueue(e, op);
+  else finish(e, op, -errno, NULL);
+}
+
 static void run_one(epoll_io *e, ty__io_op *op) {
   op->flags &= (uint8_t)~F_QUEUED;
   if (op->flags & F_RESULT) {
@@ -224,6 +245,7 @@ static void run_one(epoll_io *e, ty__io_op *op) {
   case TY__IO_CONNECT: try_connect(e, op); break;
   case TY__IO_RECVMSG:
   case TY__IO_SENDMSG: try_msg(e, op); break;
+  case TY__IO_POLL: try_poll(e, op); break;
   }
 }
 
@@ -367,6 +389,26 @@ static int e_connect(ty__io *io, ty__io_op *op, int fd) {
   return 0;
 }
 
+/* Hooked in each direction it waits for; it runs at once (try_poll asks
+ * the kernel), then on the edges. */
+static int e_poll(ty__io *io, ty__io_op *op, int fd, unsigned events) {
+  epoll_io *e = (epoll_io *)io;
+  if (e->closing) return -ESHUTDOWN;
+  if (fd < 0) return -EBADF;
+  int err = watch(e, fd);
+  if (err) return err;
+  fdrec *r = &e->fds[fd];
+  if (((events & POLLIN) && r->rd) || ((events & POLLOUT) && r->wr))
+    return -EBUSY;
+  ty__io_op_start(op, TY__IO_POLL, fd);
+  op->len = events;
+  if (events & POLLIN) r->rd = op;
+  if (events & POLLOUT) r->wr = op;
+  e->busy++;
+  enqueue(e, op);
+  return 0;
+}
+
 static void e_cancel(ty__io *io, ty__io_op *op) {
   epoll_io *e = (epoll_io *)io;
   unhook(e, op);
@@ -412,6 +454,7 @@ static const ty__io_vt epoll_vt = {
     .connect = e_connect,
     .recvmsg = e_recvmsg,
     .sendmsg = e_sendmsg,
+    .poll = e_poll,
     .cancel = e_cancel,
     .settle = e_settle,
     .forget = e_forget,

@@ -20,6 +20,7 @@ typedef struct ty__io_vt {
   int (*connect)(ty__io *io, ty__io_op *op, int fd);
   int (*recvmsg)(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
   int (*sendmsg)(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg);
+  int (*poll)(ty__io *io, ty__io_op *op, int fd, unsigned events);
   void (*cancel)(ty__io *io, ty__io_op *op);
   void (*settle)(ty__io *io, ty__io_op *op);
   void (*forget)(ty__io *io, int fd);

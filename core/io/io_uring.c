@@ -179,6 +179,7 @@ static void prep(uring_io *u, ty__io_op *op, struct io_uring_sqe *s) {
     io_uring_prep_sendmsg(s, op->fd, op->msg, MSG_NOSIGNAL);
     if (op->flags & F_POLL_FIRST) s->ioprio |= IORING_RECVSEND_POLL_FIRST;
     break;
+  case TY__IO_POLL: io_uring_prep_poll_add(s, op->fd, (unsigned)op->len); break;
   case TY__IO_WAKE:
     if (u->wake_poll) io_uring_prep_poll_add(s, u->wake_fd, POLLIN);
     else io_uring_prep_read(s, u->wake_fd, &u->wake_val, sizeof u->wake_val, 0);
@@ -404,6 +405,12 @@ static int u_sendmsg(ty__io *io, ty__io_op *op, int fd, struct msghdr *msg) {
   return arm(io, op, TY__IO_SENDMSG, fd);
 }
 
+/* One-shot POLL_ADD: the kernel checks the state when the request runs. */
+static int u_poll(ty__io *io, ty__io_op *op, int fd, unsigned events) {
+  op->len = events;
+  return arm(io, op, TY__IO_POLL, fd);
+}
+
 static void u_cancel(ty__io *io, ty__io_op *op) {
   uring_io *u = (uring_io *)io;
   op->state = TY__IO_CANCELLING;
@@ -475,6 +482,7 @@ static const ty__io_vt uring_vt = {
     .connect = u_connect,
     .recvmsg = u_recvmsg,
     .sendmsg = u_sendmsg,
+    .poll = u_poll,
     .cancel = u_cancel,
     .settle = u_settle,
     .forget = u_forget,

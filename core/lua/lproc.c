@@ -9,6 +9,7 @@
 #include "lapi.h"
 #include "lmem.h"
 #include "lnames.h"
+#include "lpgstat.h"
 #include "lpool.h"
 #include "lrun.h"
 #include "lstate.h"
@@ -296,6 +297,8 @@ static int l_stats(lua_State *L) {
   lua_setfield(L, -2, "log_dropped");
   lt_pool_stats_push(L);
   lua_setfield(L, -2, "pool");
+  lt_pg_stats_push(L); /* tycho.pg's pools (lpgstat.c) */
+  lua_setfield(L, -2, "pg");
   if (lt_g.cluster && lt_g.cluster->stats && lt_g.cluster->stats(L))
     lua_setfield(L, -2, "cluster");
   return 1;

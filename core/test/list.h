@@ -68,7 +68,9 @@
   X(io_udp_stream_uring, 60)                                                   \
   X(io_udp_stream_epoll, 60)                                                   \
   X(io_submit_send_uring, 30)                                                  \
-  X(io_submit_send_epoll, 30)
+  X(io_submit_send_epoll, 30)                                                  \
+  X(io_poll_ready_uring, 30)                                                   \
+  X(io_poll_ready_epoll, 30)
 
 /* The blocking pool's tests (core/test/test_pool*.c). */
 #define TY_TEST_LIST_POOL(X)                                                   \

@@ -257,7 +257,7 @@ function M.metrics()
   sample(out, "max_memory_bytes", "", s.max_memory)
   family(out, "log_dropped_total", "counter", "log events dropped (queue full)")
   sample(out, "log_dropped_total", "", s.log_dropped)
-  for _, group in ipairs{ "pool", "cluster" } do
+  for _, group in ipairs{ "pool", "cluster", "pg" } do
     local t = type(s[group]) == "table" and s[group] or {}
     local keys = {}
     for k, v in pairs(t) do if type(v) == "number" then keys[#keys + 1] = k end end
