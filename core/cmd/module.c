@@ -20,9 +20,8 @@
 #include "net/lnet.h"
 #include "net/lngx.h"
 #include "net/ludp.h"
-#include "net/lws.h"
-
 #include "net/lwait.h"
+#include "net/lws.h"
 
 /* Keeps this shared object loaded for the life of the process. Threads of
  * the core outlive the Lua state that loaded it (the log writer, idle pool
