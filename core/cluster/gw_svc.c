@@ -74,14 +74,14 @@ static bool subscribe(lc_gw *g, uint64_t id) {
   if (s != NATS_OK) return false;
   N(natsSubscription_SetPendingLimits)(sub, -1, -1);
   ty__grow(&g->subs, &g->capsubs, g->nsubs + 1, sizeof *g->subs, 4);
-  g->subs[g->nsubs++] = (lc_sub){id, sub, 0};
+  g->subs[g->nsubs++] = (lc_sub){id, sub};
   return true;
 }
 
 static void join(lc_gw *g, ty_msg *m) {
   lc_sub *sub = find_sub(g, m->aux);
   if (sub) {
-    sub->empty_since = 0;
+    /* served already */
   } else if (!subscribe(g, m->aux)) {
     lc_send_local(g, m->from, 0, LT_REPLY_ERR, m->ref, 0, "noconnection", 12);
     return;
@@ -107,21 +107,35 @@ void lc_barrier_back(lc_gw *g, uint64_t mark) {
   g->nwaiters = k;
 }
 
-void lc_svc_tick(lc_gw *g, uint64_t now) {
-  bool changed = false;
-  for (size_t i = 0; i < g->nsubs;) {
-    lc_sub *s = &g->subs[i];
-    if (s->empty_since && now - s->empty_since > LC_SVC_LINGER_NS &&
-        !lc_svc_local(s->id, 0)) {
-      N(natsSubscription_Unsubscribe)(s->sub);
-      N(natsSubscription_Destroy)(s->sub);
-      g->subs[i] = g->subs[--g->nsubs];
-      changed = true;
-      continue;
+/* The last local member left: the server must stop choosing this node at
+ * once (a queue group picks any subscriber, and a node without members
+ * could only answer "noproc"). What it had handed us already is taken off
+ * the subscription first, then UNSUB goes out, then those messages are
+ * routed as any other that finds no member here: to another node that
+ * serves the service (lc_route_in). The announcement tells the others. */
+static void unsubscribe(lc_gw *g, size_t i) {
+  lc_sub s = g->subs[i];
+  g->subs[i] = g->subs[--g->nsubs];
+  natsMsg **held = NULL;
+  size_t n = 0, cap = 0;
+  int pm = 0, pb = 0;
+  if (N(natsSubscription_GetPending)(s.sub, &pm, &pb) == NATS_OK) {
+    for (int k = 0; k < pm; k++) {
+      natsMsg *m;
+      if (N(natsSubscription_NextMsg)(&m, s.sub, 0) != NATS_OK) break;
+      ty__grow(&held, &cap, n + 1, sizeof *held, 16);
+      held[n++] = m;
     }
-    i++;
   }
-  if (changed) lc_announce(g);
+  N(natsSubscription_Unsubscribe)(s.sub);
+  N(natsSubscription_Destroy)(s.sub);
+  lc_announce(g);
+  for (size_t k = 0; k < n; k++) {
+    lc_route_in(g, N(natsMsg_GetData)(held[k]),
+                (size_t)N(natsMsg_GetDataLength)(held[k]), s.id);
+    N(natsMsg_Destroy)(held[k]);
+  }
+  free(held);
 }
 
 void lc_subs_free(lc_gw *g) {
@@ -144,8 +158,10 @@ void lc_request(lc_gw *g, ty_msg *m) {
   case LC_REQ_DEMONITOR_NODE: lc_node_monitor(g, m->from, name, false); break;
   case LC_REQ_JOIN: join(g, m); break;
   case LC_REQ_LEAVE: {
+    /* A member that joined meanwhile (on another worker) keeps it. */
     lc_sub *sub = find_sub(g, m->aux);
-    if (sub && !lc_svc_local(m->aux, 0)) sub->empty_since = lc_now_ns();
+    if (sub && !lc_svc_local(m->aux, 0))
+      unsubscribe(g, (size_t)(sub - g->subs));
     break;
   }
   }

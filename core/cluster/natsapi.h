@@ -34,6 +34,7 @@
   X(natsOptions_SetPingInterval)                                               \
   X(natsOptions_SetMaxPingsOut)                                                \
   X(natsOptions_SetNoEcho)                                                     \
+  X(natsOptions_SetReconnectedCB)                                              \
   X(natsConnection_Connect)                                                    \
   X(natsConnection_Close)                                                      \
   X(natsConnection_Destroy)                                                    \

@@ -129,6 +129,12 @@ unsigned ty_port_route(ty_runtime *rt, ty_msg *m) {
   }
 }
 
+bool ty_port_full(ty_runtime *rt, ty_pid pid) {
+  ty__pident *e;
+  uint64_t word = ty__pidtab_lookup(&rt->pids, pid, &e);
+  return word && ty__w_full(word); /* the lookup checked the generation */
+}
+
 bool ty_port_push(ty_runtime *rt, unsigned worker, ty_msg *m) {
   if (!ty__mesh_push(&rt->mesh, rt->n, worker, &m->node)) return false;
   rt->port->dirty_mask |= 1ull << worker;

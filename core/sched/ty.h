@@ -483,6 +483,10 @@ size_t ty_port_take(ty_runtime *rt, unsigned from, ty_msg **out, size_t max);
  */
 #define TY_PORT_DONE (~0u)
 unsigned ty_port_route(ty_runtime *rt, ty_msg *m);
+/* Is the mailbox of local pid at its limit (the flag its home worker keeps,
+ * which ty_send_limited reads)? The port refuses ordinary messages from
+ * other nodes to it, as a limited send would. Any thread; a hint. */
+bool ty_port_full(ty_runtime *rt, ty_pid pid);
 /* Stages m in the ring to `worker`; false (m not taken) when it is full. The
  * caller keeps per-worker order: nothing newer for that worker goes first. */
 bool ty_port_push(ty_runtime *rt, unsigned worker, ty_msg *m);

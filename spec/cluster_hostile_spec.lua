@@ -1,0 +1,200 @@
+-- The cluster under hostile conditions (issues 17 and 18): a service whose
+-- last member on a node left, a frozen nats-server (SIGSTOP), and a flood
+-- from two nodes (spec/support/cluster_flood.lua). Real nats-servers on
+-- free ports of 127.0.0.1, stopped by pid.
+local tycho = require "tycho"
+local C = require "support.cluster"
+local N = require "support.cluster_node"
+
+if not C.available() then
+  describe("the cluster under hostile conditions", function()
+    pending("nats-server is not installed (make deps)")
+  end)
+  return
+end
+
+describe("a service whose last member on a node left", function()
+  local srv, nodes = nil, {}
+  setup(function()
+    srv = C.nats_start()
+    for _, n in ipairs { "a", "b", "c" } do
+      nodes[n] = C.node_start(n, srv.url, { wait = false })
+    end
+    for _, n in ipairs { "a", "b", "c" } do
+      C.wait(function() return C.node_output(nodes[n]):find("READY " .. n, 1, true) end, 20, n)
+    end
+  end)
+  teardown(function()
+    for _, n in pairs(nodes) do C.node_stop(n) end
+    C.nats_stop(srv)
+    C.stop_all()
+  end)
+
+  -- issue 17, finding 2: b kept half the calls for 2 s after its member
+  -- left, and answered them noproc.
+  it("is no longer chosen: every call from another node reaches a member", function()
+    local r = C.run_node("t", srv.url, function()
+      local member = [[
+        local tycho = require "tycho"
+        local report, svc = ...
+        assert(tycho.join(svc))
+        tycho.send(report, "joined")
+        while true do
+          local op = tycho.recv()
+          if op == "who" then tycho.reply(tycho.node()) end
+          if op == "leave" then tycho.leave(svc) tycho.reply(true) end
+        end
+      ]]
+      local out = {}
+      for round = 1, 2 do
+        local svc = "left" .. round .. "_" .. math.floor(tycho.now() * 1000)
+        N.spawn_on("a", member, tycho.self(), svc)
+        assert(tycho.recv(5) == "joined")
+        local mb = N.spawn_on("b", member, tycho.self(), svc)
+        assert(tycho.recv(5) == "joined")
+        -- both serve it, as seen from c
+        assert(N.eval_on("c", [[
+          local tycho = require "tycho"
+          local seen, svc = {}, ...
+          for _ = 1, 400 do
+            local who = tycho.call({ service = svc }, "who")
+            if who then seen[who] = true end
+            if seen.a and seen.b then return true end
+          end
+        ]], svc))
+        assert(tycho.call(mb, "leave"))
+        tycho.sleep(0.5)
+        out[round] = N.eval_on("c", [[
+          local tycho = require "tycho"
+          local got, svc = {}, ...
+          for _ = 1, 40 do
+            local who, err = tycho.call({ service = svc }, "who")
+            local k = who or err
+            got[k] = (got[k] or 0) + 1
+          end
+          return got
+        ]], svc)
+      end
+      return out
+    end)
+    assert.same({ a = 40 }, r[1])
+    assert.same({ a = 40 }, r[2])
+  end)
+end)
+
+describe("a frozen nats-server (SIGSTOP)", function()
+  local srv
+  setup(function() srv = C.nats_start() end)
+  teardown(function()
+    if srv.pid then os.execute("kill -CONT " .. srv.pid) end
+    C.nats_stop(srv)
+    C.stop_all()
+  end)
+
+  -- issue 18, item 9: whereis_global and register_global blocked for the
+  -- whole outage.
+  it("times the global-name calls out instead of blocking for the outage", function()
+    tycho.config { call_timeout = 2 }
+    local ok, r = pcall(C.run_node, "t", srv.url, function(pid)
+      local out = {}
+      assert(tycho.register_global("frozen.before"))
+      os.execute("kill -STOP " .. pid)
+      local res = {}
+      local n = 6
+      for i = 1, n do
+        tycho.spawn(function(k, report)
+          local t0 = tycho.now()
+          local v, err
+          if k % 2 == 0 then
+            v, err = tycho.whereis_global("frozen.before")
+          else
+            v, err = tycho.register_global("frozen." .. k)
+          end
+          tycho.send(report, k, v, err, tycho.now() - t0)
+        end, i, tycho.self())
+      end
+      for _ = 1, n do
+        local k, v, err, took = tycho.recv(30)
+        if not k then break end
+        res[k] = { v, err, took }
+      end
+      os.execute("kill -CONT " .. pid)
+      out.res = res
+      -- after the outage the names work again
+      local t0 = tycho.now()
+      repeat
+        out.after = tycho.whereis_global("frozen.before")
+      until out.after or tycho.now() - t0 > 20
+      out.me = tycho.self()
+      return out
+    end, srv.pid)
+    tycho.config { call_timeout = 5 }
+    assert(ok, r)
+    local seen = {}
+    for i = 1, 6 do
+      local e = r.res[i] or {}
+      seen[i] = ("%d: %s %s %.2fs"):format(i, tostring(e[1]), tostring(e[2]), e[3] or -1)
+    end
+    local what = table.concat(seen, "; ")
+    for i = 1, 6 do
+      local e = r.res[i]
+      assert.is_table(e, "call " .. i .. " never answered: " .. what)
+      assert.is_nil(e[1], what)
+      assert.equal("timeout", e[2], what)
+      assert.is_true(e[3] < 10, what)
+    end
+    assert.equal(r.me, r.after)
+  end)
+end)
+
+describe("a flood from two nodes into one", function()
+  local F = require "support.cluster_flood"
+  local LIMIT = 8 * 1024 * 1024
+  local srv, nodes = nil, {}
+  setup(function()
+    srv = C.nats_start()
+    nodes.a = C.node_start("a", srv.url, { wait = false })
+    nodes.c = C.node_start("c", srv.url, { wait = false })
+    nodes.b = C.node_start("b", srv.url, { wait = false,
+      settings = ("{ max_mailbox_bytes = %d }"):format(LIMIT) })
+    for n, node in pairs(nodes) do
+      C.wait(function()
+        if not C.alive(node.pid) then error(n .. ": " .. C.node_output(node), 0) end
+        return C.node_output(node):find("READY " .. n, 1, true)
+      end, 20, n)
+    end
+  end)
+  teardown(function()
+    for _, n in pairs(nodes) do C.node_stop(n) end
+    C.nats_stop(srv)
+    C.stop_all()
+  end)
+
+  -- issue 18, items 2 and 3: the mailbox grew to 7 times its limit, and a
+  -- live node was reported down. FLOOD_ROUNDS=5 runs it 5 times.
+  it("keeps the receiver's mailbox within its limit, and every node up", function()
+    local rounds = tonumber(os.getenv("FLOOD_ROUNDS") or "1")
+    local n = tonumber(os.getenv("FLOOD_MESSAGES") or "3000")
+    for round = 1, rounds do
+      local r = C.run_node("t", srv.url, function()
+        N.wait_nodes(4)
+        return F.round(n)
+      end)
+      local what = ("round %d: sent %d received %d full %d drops %d, mailbox peak %.1f MiB, "
+        .. "rss peak %.0f MiB (before %.0f), %.1f s, %d polls"):format(round, r.sent,
+        r.received, r.full, r.drops, r.mailbox / 2^20, r.hwm / 2^20, r.base_hwm / 2^20,
+        r.flood_s, r.polls)
+      if os.getenv("FLOOD_VERBOSE") then io.stderr:write(what, "\n") end
+      assert.same({}, r.nodedown, what)
+      assert.equal(0, r.lost_name, what)
+      assert.equal(2 * n, r.sent, what)
+      assert.equal(r.sent, r.received + r.drops, what)
+      assert.is_true(r.full > 0, what)
+      -- messages in the gateway's ring to the receiver's worker when the
+      -- limit was reached land past it (as between workers: ty.h)
+      assert.is_true(r.mailbox <= LIMIT + 1024 * 16 * 1024, what)
+      assert.is_true(r.hwm - r.base_hwm < 256 * 2^20, what)
+      assert.is_true(C.alive(nodes.b.pid), what)
+    end
+  end)
+end)
