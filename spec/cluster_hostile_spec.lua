@@ -150,13 +150,14 @@ end)
 describe("a flood from two nodes into one", function()
   local F = require "support.cluster_flood"
   local LIMIT = 8 * 1024 * 1024
+  local BUDGET = 192 * 1024 * 1024 -- b's max_memory
   local srv, nodes = nil, {}
   setup(function()
     srv = C.nats_start()
     nodes.a = C.node_start("a", srv.url, { wait = false })
     nodes.c = C.node_start("c", srv.url, { wait = false })
     nodes.b = C.node_start("b", srv.url, { wait = false,
-      settings = ("{ max_mailbox_bytes = %d }"):format(LIMIT) })
+      settings = ("{ max_mailbox_bytes = %d, max_memory = %d }"):format(LIMIT, BUDGET) })
     for n, node in pairs(nodes) do
       C.wait(function()
         if not C.alive(node.pid) then error(n .. ": " .. C.node_output(node), 0) end
@@ -171,30 +172,41 @@ describe("a flood from two nodes into one", function()
   end)
 
   -- issue 18, items 2 and 3: the mailbox grew to 7 times its limit, and a
-  -- live node was reported down. FLOOD_ROUNDS=5 runs it 5 times.
-  it("keeps the receiver's mailbox within its limit, and every node up", function()
-    local rounds = tonumber(os.getenv("FLOOD_ROUNDS") or "1")
-    local n = tonumber(os.getenv("FLOOD_MESSAGES") or "3000")
-    for round = 1, rounds do
-      local r = C.run_node("t", srv.url, function()
-        N.wait_nodes(4)
-        return F.round(n)
-      end)
-      local what = ("round %d: sent %d received %d full %d drops %d, mailbox peak %.1f MiB, "
-        .. "rss peak %.0f MiB (before %.0f), %.1f s, %d polls"):format(round, r.sent,
-        r.received, r.full, r.drops, r.mailbox / 2^20, r.hwm / 2^20, r.base_hwm / 2^20,
-        r.flood_s, r.polls)
-      if os.getenv("FLOOD_VERBOSE") then io.stderr:write(what, "\n") end
-      assert.same({}, r.nodedown, what)
-      assert.equal(0, r.lost_name, what)
-      assert.equal(2 * n, r.sent, what)
-      assert.equal(r.sent, r.received + r.drops, what)
-      assert.is_true(r.full > 0, what)
-      -- messages in the gateway's ring to the receiver's worker when the
-      -- limit was reached land past it (as between workers: ty.h)
-      assert.is_true(r.mailbox <= LIMIT + 1024 * 16 * 1024, what)
-      assert.is_true(r.hwm - r.base_hwm < 256 * 2^20, what)
-      assert.is_true(C.alive(nodes.b.pid), what)
-    end
-  end)
+  -- live node was reported down; with 256 KiB messages under a memory
+  -- budget the budget ended actors, once the innocent main actor.
+  -- FLOOD_ROUNDS=5 runs it 5 times, FLOOD_MESSAGES sets its length.
+  it("keeps the receiver's mailbox within its limit, its memory in budget, every node up",
+    function()
+      local rounds = tonumber(os.getenv("FLOOD_ROUNDS") or "1")
+      local n = tonumber(os.getenv("FLOOD_MESSAGES") or "3000")
+      -- messages per sender, their size, the receiver's pause after each
+      local floods = { { n, 16 * 1024, 0.001 }, { math.ceil(n / 16), 256 * 1024, 0.01 } }
+      for round = 1, rounds do
+        for _, f in ipairs(floods) do
+          local r = C.run_node("t", srv.url, function()
+            N.wait_nodes(4)
+            return F.round(f[1], f[2], f[3])
+          end)
+          local what = ("round %d, %d KiB: sent %d received %d full %d drops %d, mailbox peak "
+            .. "%.1f MiB, rss peak %.0f MiB (before %.0f), %.1f s, %d polls"):format(round,
+            f[2] / 1024, r.sent, r.received, r.full, r.drops, r.mailbox / 2^20, r.hwm / 2^20,
+            r.base_hwm / 2^20, r.flood_s, r.polls)
+          if os.getenv("FLOOD_VERBOSE") then io.stderr:write(what, "\n") end
+          assert.same({}, r.nodedown, what)
+          assert.equal(0, r.lost_name, what)
+          assert.equal(2 * f[1], r.sent, what)
+          assert.equal(r.sent, r.received + r.drops, what)
+          assert.is_true(r.full > 0, what)
+          -- messages in the gateway's ring to the receiver's worker when
+          -- the limit was reached land past it (as between workers: ty.h)
+          assert.is_true(r.mailbox <= LIMIT + 1024 * f[2], what)
+          assert.is_true(r.hwm < BUDGET, what)
+          assert.is_true(C.alive(nodes.b.pid), what)
+        end
+      end
+      -- b's main actor (the agent) lives on
+      local out = C.node_output(nodes.b)
+      assert.is_nil(out:find("AGENT ENDED", 1, true), out)
+      assert.is_nil(out:find("memory", 1, true), out)
+    end)
 end)

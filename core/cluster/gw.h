@@ -10,12 +10,14 @@
 
 #include "cluster.h"
 
-#define LC_BEAT_NS (100 * 1000000ull)    /* heartbeat period */
-#define LC_DOWN_NS (500 * 1000000ull)    /* silence that makes a node down */
-#define LC_CUTOFF_NS (3000 * 1000000ull) /* our own outage that downs all */
-#define LC_GRACE_NS (1000 * 1000000ull)  /* after our reconnect */
-#define LC_PING_NS (1000 * 1000000ull)   /* rtt probe period per node */
-#define LC_TICK_NS (25 * 1000000ull)     /* liveness checks */
+#define LC_BEAT_NS (100 * 1000000ull)       /* heartbeat period */
+#define LC_DOWN_NS (500 * 1000000ull)       /* silence that makes a node down */
+#define LC_CUTOFF_NS (3000 * 1000000ull)    /* our own outage that downs all */
+#define LC_GRACE_NS (1000 * 1000000ull)     /* after our reconnect */
+#define LC_ECHO_NS (300 * 1000000ull)       /* our own beat back within */
+#define LC_DEAF_GRACE_NS (300 * 1000000ull) /* ... after it was not */
+#define LC_PING_NS (1000 * 1000000ull)      /* rtt probe period per node */
+#define LC_TICK_NS (25 * 1000000ull)        /* liveness checks */
 
 /* Wire kinds that the gateways exchange among themselves (never actors'). */
 enum {
@@ -144,6 +146,7 @@ typedef struct lc_gw {
   bool cut_off;         /* down long enough that every node is down */
   uint64_t grace_until; /* after a reconnect: no silence verdicts */
   uint64_t beat_rec;    /* reconnections of the heartbeat connection seen */
+  bool deaf;            /* our own beats did not come back (gw_beat.c) */
   uint64_t next_tick, next_sweep;
   uint64_t active_ns; /* the last turn that moved messages */
   int max_payload;
@@ -195,8 +198,9 @@ void lc_beat_set(uint32_t epoch, uint32_t svc_ver);
 typedef void (*lc_beat_fn)(void *ctx, const char *data, size_t len,
                            uint64_t at);
 size_t lc_beat_take(lc_beat_fn fn, void *ctx);
-/* Is the heartbeat connection up? *reconnects: its reconnections. */
-bool lc_beat_hearing(uint64_t *reconnects);
+/* Can we judge silence: is the heartbeat connection up, and did our own
+ * beat come back within LC_ECHO_NS? *reconnects: its reconnections. */
+bool lc_beat_hearing(uint64_t *reconnects, uint64_t now);
 
 /* gw_peers.c */
 /* A heartbeat's bytes into buf (LC_BEAT_MAX); returns its length. */

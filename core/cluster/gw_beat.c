@@ -13,13 +13,20 @@
  * judges silence by those stamps (gw_peers.c), so a gateway busy with a
  * flood does not see silence that was not there.
  *
+ * Silence is judged only while our own beats come back within LC_ECHO_NS:
+ * when they do not, this process or the server is the one that stalls (a
+ * machine short of CPU, say), and every other node would look silent.
+ *
  * What a beat says that the gateway decides (the data connection's epoch,
  * the service list's version) is read from atomics the gateway writes. The
  * goodbye stays on the data connection (subject bye.<node>): it must come
  * after the last data the node sent.
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gw.h"
 
@@ -45,7 +52,9 @@ static struct {
    * to judge no silence right after its own outage). */
   _Atomic uint64_t reconnects;
   _Atomic bool connected; /* relaxed: the same */
-  pthread_mutex_t mu;     /* the queue */
+  /* When our own beat last came back (relaxed: the same). */
+  _Atomic uint64_t echo_ns;
+  pthread_mutex_t mu; /* the queue */
   beat_in *q;
   size_t head, n;
   char subject[200];
@@ -65,8 +74,23 @@ static void publish_beat(void) {
   N(natsConnection_Publish)(B.nc, B.subject, buf, len);
 }
 
+/* Our own beat, back from the server: the server passes beats and this
+ * thread runs (see lc_beat_hearing). */
+static bool own_echo(const char *d, size_t len) {
+  uint32_t id;
+  uint64_t nonce;
+  if (len < 28 || memcmp(d, "TYHB", 4) != 0) return false;
+  memcpy(&id, d + 4, 4);
+  memcpy(&nonce, d + 20, 8);
+  return id == lc_sh.id && nonce == lc_sh.nonce;
+}
+
 static void queue_beat(const char *d, size_t len) {
   if (len > LC_BEAT_MAX) return;
+  if (own_echo(d, len)) {
+    atomic_store_explicit(&B.echo_ns, lc_now_ns(), memory_order_relaxed);
+    return;
+  }
   pthread_mutex_lock(&B.mu);
   if (B.n == QUEUE_MAX) { /* the gateway is far behind: keep the newest */
     B.head = (B.head + 1) % QUEUE_MAX;
@@ -79,8 +103,26 @@ static void queue_beat(const char *d, size_t len) {
   pthread_mutex_unlock(&B.mu);
 }
 
+/* The beats' threads (this one, and nats.c's reader of the heartbeat
+ * connection, which inherits the nice value of the thread that connects)
+ * run at a higher priority where the process may raise it: on a machine
+ * short of CPU a beat then does not wait for a time slice behind the busy
+ * threads (issue 18, item 3). Without the privilege they run as any
+ * thread; the echo check (lc_beat_hearing) still keeps a starved observer
+ * from judging. Returns the nice value to go back to. */
+#define BEAT_NICE (-10)
+static int raise_priority(void) {
+  pid_t tid = gettid();
+  errno = 0;
+  int old = getpriority(PRIO_PROCESS, (id_t)tid);
+  if (errno) old = 0;
+  setpriority(PRIO_PROCESS, (id_t)tid, BEAT_NICE); /* may fail: fine */
+  return old;
+}
+
 static void *beat_main(void *arg) {
   (void)arg;
+  raise_priority();
   uint64_t next = lc_now_ns();
   /* seq_cst: pairs with the store in lc_beat_stop. */
   while (!atomic_load(&B.stop)) {
@@ -143,10 +185,13 @@ int lc_beat_connect(const char *url, const char *prefix, char *err,
   atomic_store_explicit(&B.stop, false, memory_order_relaxed);
   atomic_store_explicit(&B.reconnects, 0, memory_order_relaxed);
   atomic_store_explicit(&B.connected, true, memory_order_relaxed);
+  atomic_store_explicit(&B.echo_ns, lc_now_ns(), memory_order_relaxed);
   snprintf(B.subject, sizeof B.subject, "%shb.%s", prefix, lc_sh.name);
   char all[200];
   snprintf(all, sizeof all, "%shb.*", prefix);
+  int nice_before = raise_priority(); /* nats.c's reader thread inherits it */
   natsStatus s = connect_beats(url);
+  setpriority(PRIO_PROCESS, (id_t)gettid(), nice_before);
   if (s == NATS_OK) s = N(natsConnection_SubscribeSync)(&B.sub, B.nc, all);
   if (s == NATS_OK) s = N(natsSubscription_SetPendingLimits)(B.sub, -1, -1);
   if (s != NATS_OK) {
@@ -182,9 +227,11 @@ size_t lc_beat_take(lc_beat_fn fn, void *ctx) {
   }
 }
 
-bool lc_beat_hearing(uint64_t *reconnects) {
+bool lc_beat_hearing(uint64_t *reconnects, uint64_t now) {
   *reconnects = atomic_load_explicit(&B.reconnects, memory_order_relaxed);
-  return atomic_load_explicit(&B.connected, memory_order_relaxed);
+  uint64_t echo = atomic_load_explicit(&B.echo_ns, memory_order_relaxed);
+  return atomic_load_explicit(&B.connected, memory_order_relaxed) &&
+         (echo >= now || now - echo < LC_ECHO_NS);
 }
 
 void lc_beat_stop(void) {

@@ -9,7 +9,7 @@
  * epoch) and the version of its service list. A node is up once it beats
  * and its service list is known (so a node that tycho.nodes() lists can be
  * called at once); it is down after 500 ms of silence (by the arrival
- * times the heartbeat thread stamped) while we are connected, at once when
+ * times the heartbeat thread stamped) while we can hear, at once when
  * it says goodbye (on the data connection, after all it sent) or a new
  * incarnation of its name beats, and every node is down for us once we
  * have been cut off from NATS for 3 s. A change of a node's epoch means its connection dropped: what
@@ -18,6 +18,7 @@
  */
 #include <string.h>
 
+#include "base/log.h"
 #include "gw.h"
 
 #define BEAT_MAGIC "TYHB"
@@ -293,12 +294,24 @@ void lc_peers_tick(lc_gw *g, uint64_t now) {
   bool connected;
   watch_self(g, now, &connected);
   /* A silence while we cannot hear is ours, not theirs: the heartbeat
-   * connection must be up, and have been for a while. */
+   * connection must be up (and have been for a while), and our own beats
+   * must come back (gw_beat.c); once they do again, the beats that waited
+   * behind ours get a moment to arrive. */
   uint64_t beat_rec;
-  bool hearing = lc_beat_hearing(&beat_rec);
+  bool hearing = lc_beat_hearing(&beat_rec, now);
   if (beat_rec != g->beat_rec) {
     g->beat_rec = beat_rec;
     g->grace_until = now + LC_GRACE_NS;
+  }
+  if (!hearing) {
+    if (!g->deaf)
+      ty__logf(TY_LOG_INFO, -1, 0,
+               "cluster: our heartbeats do not come back: no verdicts");
+    g->deaf = true;
+  } else if (g->deaf) {
+    g->deaf = false;
+    if (g->grace_until < now + LC_DEAF_GRACE_NS)
+      g->grace_until = now + LC_DEAF_GRACE_NS;
   }
   bool judge = connected && hearing && now > g->grace_until;
   bool rtt_changed = false;
@@ -307,6 +320,8 @@ void lc_peers_tick(lc_gw *g, uint64_t now) {
     if (!p) continue;
     if (judge && now - p->last_ns > LC_DOWN_NS &&
         (p->beating || ty_node_live(g->rt, id))) {
+      ty__logf(TY_LOG_WARN, -1, 0, "cluster: node %s silent for %.2f s: down",
+               p->name, (double)(now - p->last_ns) * 1e-9);
       lc_peer_down(g, p);
       continue;
     }
