@@ -53,7 +53,8 @@ local PROBE = [[
 
 function F.round(n, size, pause)
   local me = tycho.self()
-  local out = { nodedown = {}, lost_name = 0, polls = 0, mailbox = 0, rss = 0 }
+  local out = { nodedown = {}, lost_name = 0, polls = 0, mailbox = 0, rss = 0,
+    probe_errors = {} }
   local recv = N.spawn_on("b", RECEIVER, pause or 0.001)
   local watchers = { N.spawn_on("a", WATCHER, me), N.spawn_on("c", WATCHER, me) }
   tycho.monitor_node("b")
@@ -76,8 +77,12 @@ function F.round(n, size, pause)
     out.polls = out.polls + 1
     if not tycho.whereis_global("agent.b") then out.lost_name = out.lost_name + 1 end
     local mb, rss = N.eval_on("b", PROBE)
-    if mb and mb > out.mailbox then out.mailbox = mb end
-    if rss and rss > out.rss then out.rss = rss end
+    if type(mb) ~= "number" then -- b's agent did not answer
+      out.probe_errors[#out.probe_errors + 1] = tostring(rss)
+    else
+      if mb > out.mailbox then out.mailbox = mb end
+      if rss > out.rss then out.rss = rss end
+    end
   end
   out.sent = sent
   out.flood_s = tycho.now() - t0
@@ -94,7 +99,7 @@ function F.round(n, size, pause)
   out.received = got
   local b1 = N.eval_on("b", "return require('tycho').stats().cluster")
   out.full, out.drops = (b1.full or 0) - (b0.full or 0), b1.drops - b0.drops
-  out.hwm = select(3, N.eval_on("b", PROBE))
+  out.hwm = select(3, N.eval_on("b", PROBE)) or -1
   -- anything the watchers saw late
   local ev = { tycho.recv(0.3) }
   while ev[1] do
