@@ -92,20 +92,22 @@ describe("a frozen nats-server (SIGSTOP)", function()
   end)
 
   -- issue 18, item 9: whereis_global and register_global blocked for the
-  -- whole outage.
-  it("times the global-name calls out instead of blocking for the outage", function()
+  -- whole outage (and join, which waits for the server, never returned).
+  it("times the global-name calls and join out instead of blocking for the outage", function()
     tycho.config { call_timeout = 2 }
     local ok, r = pcall(C.run_node, "t", srv.url, function(pid)
       local out = {}
       assert(tycho.register_global("frozen.before"))
       os.execute("kill -STOP " .. pid)
       local res = {}
-      local n = 6
+      local n = 7
       for i = 1, n do
         tycho.spawn(function(k, report)
           local t0 = tycho.now()
           local v, err
-          if k % 2 == 0 then
+          if k == 7 then -- join waits for the server too
+            v, err = tycho.join("frozen_svc")
+          elseif k % 2 == 0 then
             v, err = tycho.whereis_global("frozen.before")
           else
             v, err = tycho.register_global("frozen." .. k)
@@ -131,12 +133,12 @@ describe("a frozen nats-server (SIGSTOP)", function()
     tycho.config { call_timeout = 5 }
     assert(ok, r)
     local seen = {}
-    for i = 1, 6 do
+    for i = 1, 7 do
       local e = r.res[i] or {}
       seen[i] = ("%d: %s %s %.2fs"):format(i, tostring(e[1]), tostring(e[2]), e[3] or -1)
     end
     local what = table.concat(seen, "; ")
-    for i = 1, 6 do
+    for i = 1, 7 do
       local e = r.res[i]
       assert.is_table(e, "call " .. i .. " never answered: " .. what)
       assert.is_nil(e[1], what)

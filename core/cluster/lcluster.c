@@ -221,6 +221,15 @@ static const char *service_name(lua_State *L, int idx, const char *fname) {
   return name;
 }
 
+/* A KV call waits at most call_timeout (tycho.config), then answers
+ * nil, "timeout": a frozen or unreachable server must not hold the caller
+ * for the whole outage. The job keeps the same deadline, past which the
+ * control thread skips it (its caller has stopped waiting). */
+static int64_t kv_wait_ns(void) {
+  double s = lt_g.call_timeout > 0 ? lt_g.call_timeout : 5.0;
+  return (int64_t)(s * 1e9);
+}
+
 static int service_pick(lua_State *L, int idx, ty_pid exclude, ty_pid *pid,
                         uint64_t *svc, const char *fname) {
   lua_getfield(L, idx, "service");
@@ -253,7 +262,9 @@ static int l_join(lua_State *L) {
   }
   uint64_t ref = lt_new_ref();
   to_gateway(LC_REQ_JOIN, id, ref, NULL, 0);
-  return lt_yield_reply(L, "join", ref, -1);
+  /* At most call_timeout, as the KV calls: the member stays joined, and
+   * other nodes reach it once the server answers again. */
+  return lt_yield_reply(L, "join", ref, kv_wait_ns());
 }
 
 static int l_leave(lua_State *L) {
@@ -325,15 +336,6 @@ static const char *global_name(lua_State *L, const char *fname) {
                "tycho.config{node=, nats=}, TYCHO_NODE or --node)",
                fname);
   return name;
-}
-
-/* A KV call waits at most call_timeout (tycho.config), then answers
- * nil, "timeout": a frozen or unreachable server must not hold the caller
- * for the whole outage. The job keeps the same deadline, past which the
- * control thread skips it (its caller has stopped waiting). */
-static int64_t kv_wait_ns(void) {
-  double s = lt_g.call_timeout > 0 ? lt_g.call_timeout : 5.0;
-  return (int64_t)(s * 1e9);
 }
 
 static int l_register_global(lua_State *L) {
