@@ -13,12 +13,15 @@ if not C.available() then
   return
 end
 
-describe("a service whose last member on a node left", function()
-  local srv, nodes = nil, {}
+-- servers(): starts the NATS servers; returns the URLs of nodes a, b, c
+-- and the spec's own node t, and a function that stops the servers.
+local function service_left(layout, servers)
+describe("a service whose last member on a node left (" .. layout .. ")", function()
+  local urls, stop_servers, nodes = nil, nil, {}
   setup(function()
-    srv = C.nats_start()
+    urls, stop_servers = servers()
     for _, n in ipairs { "a", "b", "c" } do
-      nodes[n] = C.node_start(n, srv.url, { wait = false })
+      nodes[n] = C.node_start(n, urls[n], { wait = false })
     end
     for _, n in ipairs { "a", "b", "c" } do
       C.wait(function() return C.node_output(nodes[n]):find("READY " .. n, 1, true) end, 20, n)
@@ -26,14 +29,14 @@ describe("a service whose last member on a node left", function()
   end)
   teardown(function()
     for _, n in pairs(nodes) do C.node_stop(n) end
-    C.nats_stop(srv)
+    if stop_servers then stop_servers() end
     C.stop_all()
   end)
 
   -- issue 17, finding 2: b kept half the calls for 2 s after its member
   -- left, and answered them noproc.
   it("is no longer chosen: every call from another node reaches a member", function()
-    local r = C.run_node("t", srv.url, function()
+    local r = C.run_node("t", urls.t, function()
       local member = [[
         local tycho = require "tycho"
         local report, svc = ...
@@ -80,6 +83,19 @@ describe("a service whose last member on a node left", function()
     assert.same({ a = 40 }, r[1])
     assert.same({ a = 40 }, r[2])
   end)
+end)
+end
+
+service_left("one nats-server", function()
+  local srv = C.nats_start()
+  return { a = srv.url, b = srv.url, c = srv.url, t = srv.url },
+    function() C.nats_stop(srv) end
+end)
+
+service_left("three routed nats-servers", function()
+  local s = C.nats_cluster()
+  return { a = s[1].url, b = s[2].url, c = s[3].url, t = s[1].url },
+    function() for _, srv in ipairs(s) do C.nats_stop(srv) end end
 end)
 
 describe("a frozen nats-server (SIGSTOP)", function()
