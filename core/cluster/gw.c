@@ -252,6 +252,7 @@ static void turn(lc_gw *g, bool *busy) {
   if (now >= g->next_tick) {
     lc_peers_tick(g, now);
     lc_calls_tick(g, now);
+    lc_svc_tick(g);
     g->next_tick = now + LC_TICK_NS;
   }
   if (now >= g->next_sweep) {

@@ -30,8 +30,9 @@ enum {
   LC_W_ACK,            /* aux: the last numbered record handed on (credit) */
 };
 
-/* aux of a service record (to = 0): a node without members passed it on. */
-#define LC_SVC_PASSED 1u
+/* aux of a service record (to = 0): how often nodes without members passed
+ * it on (gw_route.c, pass_on), at most this often. */
+#define LC_SVC_HOPS 8u
 
 /* A record for the gateways themselves, never an actor's. */
 static inline bool lc_gateway_kind(uint32_t kind) {
@@ -93,6 +94,7 @@ typedef struct lc_peer {
 typedef struct lc_sub {
   uint64_t id;
   natsSubscription *sub;
+  bool draining; /* its last member left (gw_svc.c, unsubscribe) */
 } lc_sub;
 
 typedef struct lc_gw {
@@ -226,6 +228,7 @@ void lc_peers_free(lc_gw *g);
 void lc_announce(lc_gw *g);                /* our services, to every node */
 void lc_announce_to(lc_gw *g, lc_peer *p); /* ... to one that asked */
 void lc_barrier_back(lc_gw *g, uint64_t mark);
+void lc_svc_tick(lc_gw *g); /* frees the subscriptions that drained */
 void lc_subs_free(lc_gw *g);
 
 /* gw_watch.c */

@@ -425,12 +425,14 @@ static void gateway_rec(lc_gw *g, lc_peer *p, const rec *r) {
 }
 
 /* A service call or message that found no member here (the last one left
- * while it travelled) goes back to the service's subject once, marked as
- * passed on: by then our UNSUB is ahead of it (gw_svc.c), so the server
- * gives it to another node that serves it. False when no other node does,
- * or it was passed on before. */
+ * while it travelled) goes back to the service's subject, counting the
+ * times it was passed on: by then our UNSUB is ahead of it (gw_svc.c), so
+ * the server gives it to another node that serves it (which may have lost
+ * its last member meanwhile too, when members come and go fast: then it
+ * goes on again, up to LC_SVC_HOPS times). False when no other node serves
+ * it or it went round too often. */
 static bool pass_on(lc_gw *g, const rec *r, uint64_t svc) {
-  if ((r->aux & LC_SVC_PASSED) || !lc_svc_remote(svc)) return false;
+  if (r->aux >= LC_SVC_HOPS || !lc_svc_remote(svc)) return false;
   if (r->kind != LT_CALL && r->kind != LT_MSG) return false;
   const char *name = lc_svc_name(svc);
   char subject[256];
@@ -438,7 +440,7 @@ static bool pass_on(lc_gw *g, const rec *r, uint64_t svc) {
   rec fwd = *r;
   fwd.to = 0;
   fwd.seq = 0;
-  fwd.aux = LC_SVC_PASSED;
+  fwd.aux = r->aux + 1;
   ty__buf *b = &g->scratch;
   ty__buf_reset(b);
   put_rec(b, &fwd);

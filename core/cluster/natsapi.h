@@ -56,6 +56,8 @@
   X(natsSubscription_SetPendingLimits)                                         \
   X(natsSubscription_GetDropped)                                               \
   X(natsSubscription_Unsubscribe)                                              \
+  X(natsSubscription_DrainTimeout)                                             \
+  X(natsSubscription_IsValid)                                                  \
   X(natsSubscription_Destroy)                                                  \
   X(natsMsg_GetSubject)                                                        \
   X(natsMsg_GetData)                                                           \
