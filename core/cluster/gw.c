@@ -418,6 +418,7 @@ void lc_gw_stop(void) {
       }
     }
   }
+  for (unsigned w = 0; w < TY_MAX_WORKERS; w++) free(g->inring[w].sz);
   lc_peers_free(g);
   lc_map_free(&g->calls);
   free(g->nodewatch);

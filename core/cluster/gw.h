@@ -44,6 +44,11 @@ static inline bool lc_gateway_kind(uint32_t kind) {
  * those it handed to its workers while its backlog is low, so that a node
  * that cannot keep up slows its senders down (their rings to the port
  * fill, as between workers) instead of dropping what they send. */
+/* Bytes of messages from other nodes in the ring to one worker: a mailbox
+ * limit is checked as a message enters the ring (gw_route.c), so what the
+ * ring holds then lands past the limit; this keeps that small. */
+#define LC_RING_BYTES (1u << 20)
+
 #define LC_WINDOW 65536
 /* ... and at most this many bytes of them: 65,536 messages of 16 KiB would
  * be a gigabyte in flight, which the server holds for a receiver that cannot
@@ -134,6 +139,13 @@ typedef struct lc_gw {
   /* Toward the workers: what their full rings could not take yet. */
   ty_msg *ov_head[TY_MAX_WORKERS], *ov_tail[TY_MAX_WORKERS];
   size_t ov_bytes, backlog;
+  /* ... and what is in their rings: the size of each message pushed and
+   * not taken yet (gw_route.c, ring_push), at most LC_RING_BYTES. */
+  struct lc_inring {
+    uint32_t *sz; /* by push number, modulo cap */
+    uint32_t cap, pushed, taken;
+    uint64_t bytes;
+  } inring[TY_MAX_WORKERS];
   /* Join requests waiting for the barrier: (caller, ref) pairs. */
   struct lc_waiter {
     ty_pid pid;

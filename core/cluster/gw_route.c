@@ -334,11 +334,29 @@ static bool refused_full(lc_gw *g, ty_msg *m) {
   return true;
 }
 
+/* Pushes m into worker w's ring unless the ring is full or holds
+ * LC_RING_BYTES of messages already (one message always goes: a larger
+ * one must not wait forever). */
+static bool ring_push(lc_gw *g, unsigned w, ty_msg *m) {
+  struct lc_inring *r = &g->inring[w];
+  if (!r->sz) {
+    r->cap = ty_port_ring_cap(g->rt);
+    r->sz = ty__xcalloc(r->cap, sizeof *r->sz);
+  }
+  for (uint32_t t = ty_port_taken(g->rt, w); r->taken != t; r->taken++)
+    r->bytes -= r->sz[r->taken & (r->cap - 1)];
+  uint32_t size = (uint32_t)(sizeof *m + m->len);
+  if (r->bytes && r->bytes + size > LC_RING_BYTES) return false;
+  if (!ty_port_push(g->rt, w, m)) return false;
+  r->sz[r->pushed++ & (r->cap - 1)] = size;
+  r->bytes += size;
+  return true;
+}
+
 void lc_deliver(lc_gw *g, ty_msg *m) {
   unsigned w = ty_port_route(g->rt, m);
   if (w == TY_PORT_DONE) return;
-  if (!g->ov_head[w] && (refused_full(g, m) || ty_port_push(g->rt, w, m)))
-    return;
+  if (!g->ov_head[w] && (refused_full(g, m) || ring_push(g, w, m))) return;
   size_t size = sizeof *m + m->len;
   if (g->ov_bytes + size > g->backlog) {
     /* The workers are behind by more than the backlog: the message is
@@ -364,7 +382,7 @@ bool lc_deliver_flush(lc_gw *g) {
     while ((m = g->ov_head[w])) {
       ty_msg *next = (ty_msg *)m->node.next;
       size_t size = sizeof *m + m->len;
-      if (!refused_full(g, m) && !ty_port_push(g->rt, w, m)) break;
+      if (!refused_full(g, m) && !ring_push(g, w, m)) break;
       /* m is in the ring, or refused and freed */
       g->ov_head[w] = next;
       if (!next) g->ov_tail[w] = NULL;

@@ -141,6 +141,15 @@ bool ty_port_push(ty_runtime *rt, unsigned worker, ty_msg *m) {
   return true;
 }
 
+uint32_t ty_port_taken(ty_runtime *rt, unsigned worker) {
+  ty__ring *r = ty__mesh_ring(&rt->mesh, rt->n, worker);
+  /* relaxed: only a count; the port reads no slot by it (a stale value
+   * makes it think more is in the ring, which only holds it back). */
+  return atomic_load_explicit(&r->head, memory_order_relaxed);
+}
+
+uint32_t ty_port_ring_cap(const ty_runtime *rt) { return rt->cfg.mesh_ring; }
+
 void ty_port_publish(ty_runtime *rt) {
   ty__port *p = rt->port;
   uint64_t mask = p->dirty_mask, woke = 0;
