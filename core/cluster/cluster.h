@@ -9,6 +9,7 @@
  *   gw.c         the gateway thread: the data connection on our own epoll,
  *                the loop, its park protocol with the port, start and stop
  *   gw_route.c   the wire format; messages between the port and NATS
+ *   gw_beat.c    the heartbeat connection and its thread
  *   gw_peers.c   other nodes: heartbeats, liveness, NODEUP/NODEDOWN, rtt
  *   gw_watch.c   monitors, links and calls that cross nodes, and what a lost
  *                connection tells them
@@ -92,7 +93,7 @@ typedef struct lc_shared {
   /* Counters: written by the gateway, read by tycho.stats (relaxed: each is
    * exact at some instant, and nothing else depends on them). */
   _Atomic uint64_t msgs_in, msgs_out, bytes_in, bytes_out, drops, reconnects,
-      slow_consumers, lost;
+      slow_consumers, lost, full;
 } lc_shared;
 
 extern lc_shared lc_sh;
@@ -136,9 +137,11 @@ typedef enum {
 } lc_kv_op;
 
 /* Queues a job for the control thread; its answer goes to `caller` as a
- * reply with `ref`. -ESHUTDOWN once the run is stopping. */
+ * reply with `ref`, unless lc_now_ns() is past `deadline` (0: none) by the
+ * time the thread gets to it: the caller has stopped waiting then, and the
+ * job is skipped. -ESHUTDOWN once the run is stopping. */
 int lc_kv_submit(lc_kv_op op, const char *name, ty_pid pid, ty_pid caller,
-                 uint64_t ref);
+                 uint64_t ref, uint64_t deadline);
 /* An ending actor gives up its global names (cheap when it had none). */
 void lc_kv_drop_pid(ty_pid pid);
 

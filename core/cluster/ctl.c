@@ -35,7 +35,7 @@ typedef struct job {
   struct job *next;
   lc_kv_op op;
   ty_pid pid, caller;
-  uint64_t ref;
+  uint64_t ref, deadline; /* deadline: lc_now_ns() past it, skip (0: none) */
   char name[];
 } job;
 
@@ -340,11 +340,16 @@ static void release(const char *name, ty_pid pid) {
   N(kvStore_Update)(NULL, C.names, key, "", 0, rev);
 }
 
+/* Its caller stopped waiting (lcluster.c: kv_wait_ns): nobody to answer. */
+static bool expired(const job *j) {
+  return j->deadline && lc_now_ns() > j->deadline;
+}
+
 static void do_register(job *j) {
   char key[600], val[32], old[32];
   hex_key(key, sizeof key, j->name);
   snprintf(val, sizeof val, "%" PRIu64, j->pid);
-  for (int tries = 0; tries < 5; tries++) {
+  for (int tries = 0; tries < 5 && !expired(j); tries++) {
     uint64_t rev = 0;
     natsStatus s = N(kvStore_Create)(&rev, C.names, key, val, (int)strlen(val));
     if (s != NATS_OK) {
@@ -428,9 +433,12 @@ static void *ctl_main(void *arg) {
     C.head = j->next;
     if (!C.head) C.tail = NULL;
     pthread_mutex_unlock(&C.mu);
-    if (j->op == LC_KV_REGISTER) do_register(j);
-    else if (j->op == LC_KV_WHEREIS) do_whereis(j);
-    else release(j->name, j->pid);
+    /* A job whose caller stopped waiting is skipped: behind a frozen
+     * server the queue must not grow into one long wait. */
+    if (j->op == LC_KV_RELEASE) release(j->name, j->pid);
+    else if (expired(j)) (void)0;
+    else if (j->op == LC_KV_REGISTER) do_register(j);
+    else do_whereis(j);
     free(j);
     pthread_mutex_lock(&C.mu);
   }
@@ -439,10 +447,10 @@ static void *ctl_main(void *arg) {
 }
 
 int lc_kv_submit(lc_kv_op op, const char *name, ty_pid pid, ty_pid caller,
-                 uint64_t ref) {
+                 uint64_t ref, uint64_t deadline) {
   size_t len = strlen(name);
   job *j = ty__xmalloc(sizeof *j + len + 1);
-  *j = (job){NULL, op, pid, caller, ref};
+  *j = (job){NULL, op, pid, caller, ref, deadline};
   memcpy(j->name, name, len + 1);
   pthread_mutex_lock(&C.mu);
   if (C.stop || !C.running) {
@@ -467,7 +475,7 @@ void lc_kv_drop_pid(ty_pid pid) {
     if (C.own[i].pid == pid) names[n++] = strdup(C.own[i].name);
   pthread_mutex_unlock(&C.mu);
   for (size_t i = 0; i < n; i++) {
-    lc_kv_submit(LC_KV_RELEASE, names[i], pid, 0, 0);
+    lc_kv_submit(LC_KV_RELEASE, names[i], pid, 0, 0, 0);
     free(names[i]);
   }
 }

@@ -124,23 +124,29 @@ static int drain(lc_gw *g, natsSubscription *sub, int what, uint64_t svc) {
     const char *d = N(natsMsg_GetData)(m);
     size_t n = (size_t)N(natsMsg_GetDataLength)(m);
     if (what == 0) lc_route_in(g, d, n, svc);
-    else if (what == 1) lc_peers_on_beat(g, d, n);
+    else if (what == 1) lc_peers_on_beat(g, d, n, lc_now_ns());
     else lc_route_in(g, d, n, 0); /* announcements are frames too */
     N(natsMsg_Destroy)(m);
   }
   return pm;
 }
 
-/* Heartbeats, then announcements, then messages: a node's first beat goes
- * out before anything else it sends, and an announcement before what its
- * members send once joined; one read may hold them all, and the view must
- * be up to date before an actor acts on a message. */
+static void on_beat(void *g, const char *data, size_t len, uint64_t at) {
+  lc_peers_on_beat(g, data, len, at);
+}
+
+/* Heartbeats (from their own connection: gw_beat.c), then announcements,
+ * then messages, then goodbyes: an announcement goes out before what its
+ * node's members send once joined, and a goodbye after everything its node
+ * sent; one read may hold them all, and the view must be up to date before
+ * an actor acts on a message. */
 static bool drain_all(lc_gw *g) {
-  drain(g, g->beats, 1, 0);
+  lc_beat_take(on_beat, g);
   drain(g, g->ann, 2, 0);
   int got = drain(g, g->data, 0, 0);
   for (size_t i = 0; i < g->nsubs; i++)
     if (g->subs[i].sub) got += drain(g, g->subs[i].sub, 0, g->subs[i].id);
+  drain(g, g->byes, 1, 0);
   return got > 0;
 }
 
@@ -207,7 +213,7 @@ static void write_out(lc_gw *g) {
 #define SPIN_NS 50000
 
 static void wait_events(lc_gw *g, bool busy, uint64_t now) {
-  uint64_t next = g->next_tick < g->next_beat ? g->next_tick : g->next_beat;
+  uint64_t next = g->next_tick;
   int timeout = next > now ? (int)((next - now + 999999) / 1000000) : 0;
   if (busy) {
     timeout = 0;
@@ -242,14 +248,11 @@ static void turn(lc_gw *g, bool *busy) {
   *busy = out && !left;
   now = lc_now_ns();
   if (in || out) g->active_ns = now;
-  if (now >= g->next_beat) {
-    lc_peers_beat(g, false);
-    g->next_beat = now + LC_BEAT_NS;
-  }
+  lc_peers_beat(g, false); /* what the heartbeat thread says next */
   if (now >= g->next_tick) {
     lc_peers_tick(g, now);
     lc_calls_tick(g, now);
-    lc_svc_tick(g, now);
+    lc_svc_tick(g);
     g->next_tick = now + LC_TICK_NS;
   }
   if (now >= g->next_sweep) {
@@ -262,8 +265,6 @@ static void *gw_main(void *arg) {
   lc_gw *g = arg;
   ty__alloc_thread_init();
   bool busy = false;
-  lc_peers_beat(g, false); /* at once: others may wait for us */
-  g->next_beat = lc_now_ns() + LC_BEAT_NS;
   /* seq_cst: pairs with the store in lc_gw_stop (a plain flag would do; the
    * loop wakes on the port's eventfd, which stop writes after it). */
   while (!atomic_load(&g->stop)) turn(g, &busy);
@@ -330,9 +331,9 @@ int lc_gw_connect(const char *url, char *err, size_t errlen) {
     return -1;
   }
   char subj[200];
-  snprintf(subj, sizeof subj, "%shb.*", g->prefix);
+  snprintf(subj, sizeof subj, "%sbye.*", g->prefix);
   if ((s = subscribe(g, &g->data, g->self_subj)) != NATS_OK ||
-      (s = subscribe(g, &g->beats, subj)) != NATS_OK ||
+      (s = subscribe(g, &g->byes, subj)) != NATS_OK ||
       (snprintf(subj, sizeof subj, "%sann", g->prefix),
        s = subscribe(g, &g->ann, subj)) != NATS_OK ||
       (s = N(natsStatistics_Create)(&g->stats)) != NATS_OK) {
@@ -341,6 +342,10 @@ int lc_gw_connect(const char *url, char *err, size_t errlen) {
     return -1;
   }
   g->max_payload = (int)N(natsConnection_GetMaxPayload)(g->nc);
+  if (lc_beat_connect(url, g->prefix, err, errlen)) {
+    lc_gw_stop();
+    return -1;
+  }
   return 0;
 }
 
@@ -353,6 +358,8 @@ void lc_gw_start(ty_runtime *rt) {
   g->next_tick = now + LC_TICK_NS;
   g->next_sweep = now + 1000 * 1000000ull;
   lc_nodes_publish(g);
+  lc_peers_beat(g, false);
+  lc_beat_start(); /* its first beat at once: others may wait for us */
   if (pthread_create(&g->thread, NULL, gw_main, g))
     ty__die("cannot create the cluster gateway thread");
 }
@@ -385,15 +392,17 @@ void lc_gw_stop(void) {
     ssize_t r = write(ty_port_fd(g->rt), &one, sizeof one);
     (void)r;
     pthread_join(g->thread, NULL);
+    lc_beat_stop(); /* no beat after the goodbye */
     if (g->nc) finish(g);
   }
+  lc_beat_stop();
   if (g->nc) {
     N(natsConnection_Close)(g->nc);
     N(natsConnection_Destroy)(g->nc);
   }
   /* Subscriptions are freed after their connection: nats.c would write an
    * UNSUB into a connection that is gone otherwise. */
-  natsSubscription *subs[3] = {g->data, g->beats, g->ann};
+  natsSubscription *subs[3] = {g->data, g->byes, g->ann};
   for (int i = 0; i < 3; i++)
     if (subs[i]) N(natsSubscription_Destroy)(subs[i]);
   lc_subs_free(g);
@@ -409,6 +418,7 @@ void lc_gw_stop(void) {
       }
     }
   }
+  for (unsigned w = 0; w < TY_MAX_WORKERS; w++) free(g->inring[w].sz);
   lc_peers_free(g);
   lc_map_free(&g->calls);
   free(g->nodewatch);

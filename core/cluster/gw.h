@@ -10,13 +10,14 @@
 
 #include "cluster.h"
 
-#define LC_BEAT_NS (100 * 1000000ull)    /* heartbeat period */
-#define LC_DOWN_NS (500 * 1000000ull)    /* silence that makes a node down */
-#define LC_CUTOFF_NS (3000 * 1000000ull) /* our own outage that downs all */
-#define LC_GRACE_NS (1000 * 1000000ull)  /* after our reconnect */
-#define LC_PING_NS (1000 * 1000000ull)   /* rtt probe period per node */
-#define LC_TICK_NS (25 * 1000000ull)     /* liveness checks */
-#define LC_SVC_LINGER_NS (2000 * 1000000ull) /* a service's last member left */
+#define LC_BEAT_NS (100 * 1000000ull)       /* heartbeat period */
+#define LC_DOWN_NS (500 * 1000000ull)       /* silence that makes a node down */
+#define LC_CUTOFF_NS (3000 * 1000000ull)    /* our own outage that downs all */
+#define LC_GRACE_NS (1000 * 1000000ull)     /* after our reconnect */
+#define LC_ECHO_NS (300 * 1000000ull)       /* our own beat back within */
+#define LC_DEAF_GRACE_NS (300 * 1000000ull) /* ... after it was not */
+#define LC_PING_NS (1000 * 1000000ull)      /* rtt probe period per node */
+#define LC_TICK_NS (25 * 1000000ull)        /* liveness checks */
 
 /* Wire kinds that the gateways exchange among themselves (never actors'). */
 enum {
@@ -29,6 +30,10 @@ enum {
   LC_W_ACK,            /* aux: the last numbered record handed on (credit) */
 };
 
+/* aux of a service record (to = 0): how often nodes without members passed
+ * it on (gw_route.c, pass_on), at most this often. */
+#define LC_SVC_HOPS 8u
+
 /* A record for the gateways themselves, never an actor's. */
 static inline bool lc_gateway_kind(uint32_t kind) {
   return kind >= LC_W_SVC_ACK && kind <= LC_W_ACK;
@@ -39,7 +44,16 @@ static inline bool lc_gateway_kind(uint32_t kind) {
  * those it handed to its workers while its backlog is low, so that a node
  * that cannot keep up slows its senders down (their rings to the port
  * fill, as between workers) instead of dropping what they send. */
+/* Bytes of messages from other nodes in the ring to one worker: a mailbox
+ * limit is checked as a message enters the ring (gw_route.c), so what the
+ * ring holds then lands past the limit; this keeps that small. */
+#define LC_RING_BYTES (1u << 20)
+
 #define LC_WINDOW 65536
+/* ... and at most this many bytes of them: 65,536 messages of 16 KiB would
+ * be a gigabyte in flight, which the server holds for a receiver that cannot
+ * read that fast until it cuts it off as a slow consumer. */
+#define LC_WINDOW_BYTES (4u << 20)
 #define LC_ACK_NS (10 * 1000000ull) /* an acknowledgement at least this often */
 #define LC_STALL_NS (2000 * 1000000ull) /* a full window with no ack: reset */
 
@@ -54,36 +68,44 @@ typedef struct lc_peer {
   bool svc_known; /* its service list matches svc_ver */
   bool has_list;  /* a service list came (version list_ver) */
   uint32_t list_ver;
-  uint32_t epoch;    /* its reconnections, from its heartbeats */
-  uint32_t svc_ver;  /* from its heartbeats */
-  uint64_t last_ns;  /* last heartbeat (or first contact) */
-  uint64_t seq_out;  /* messages sent to it */
-  uint64_t acked;    /* ... of which it acknowledged up to here */
-  uint64_t full_ns;  /* when the window to it last filled (0: not full) */
-  uint64_t seq_in;   /* next expected from it (0: none seen yet) */
-  uint64_t ack_sent; /* the last acknowledgement we sent it */
-  uint64_t ack_ns;   /* ... at that time */
-  bool ack_due;      /* on lc_gw.acks: it sent numbered records since */
-  uint64_t ping_ns;  /* next rtt probe */
-  uint64_t req_ns;   /* when we last asked for its service list */
-  double rtt;        /* seconds, 0 until measured */
-  ty__buf out;       /* the frame being filled for it this turn */
-  uint32_t out_n;    /* records in out */
-  uint32_t out_seq;  /* ... of them numbered (actors' messages) */
-  lc_map watches;    /* (local | kind << 60, remote) -> - */
+  uint32_t epoch;       /* its reconnections, from its heartbeats */
+  uint32_t svc_ver;     /* from its heartbeats */
+  uint64_t last_ns;     /* last heartbeat (or first contact) */
+  uint64_t seq_out;     /* messages sent to it */
+  uint64_t acked;       /* ... of which it acknowledged up to here */
+  uint64_t full_ns;     /* when the window to it last filled (0: not full) */
+  uint64_t bytes_out;   /* bytes of the numbered records sent to it */
+  uint64_t bytes_acked; /* ... of which it acknowledged up to here */
+  struct lc_mark {      /* per frame sent: its last number, bytes_out then */
+    uint64_t seq, bytes;
+  } * marks;
+  size_t mhead, mn, mcap; /* marks[mhead .. mhead + mn): not acknowledged */
+  uint64_t bytes_in_ack;  /* bytes of numbered records since our last ack */
+  uint64_t seq_in;        /* next expected from it (0: none seen yet) */
+  uint64_t ack_sent;      /* the last acknowledgement we sent it */
+  uint64_t ack_ns;        /* ... at that time */
+  bool ack_due;           /* on lc_gw.acks: it sent numbered records since */
+  uint64_t ping_ns;       /* next rtt probe */
+  uint64_t req_ns;        /* when we last asked for its service list */
+  double rtt;             /* seconds, 0 until measured */
+  ty__buf out;            /* the frame being filled for it this turn */
+  uint32_t out_n;         /* records in out */
+  uint32_t out_seq;       /* ... of them numbered (actors' messages) */
+  uint64_t out_bytes;     /* ... their bytes */
+  lc_map watches;         /* (local | kind << 60, remote) -> - */
 } lc_peer;
 
 /* A service this node subscribes to. */
 typedef struct lc_sub {
   uint64_t id;
   natsSubscription *sub;
-  uint64_t empty_since; /* its last member left at (0: has members) */
+  bool draining; /* its last member left (gw_svc.c, unsubscribe) */
 } lc_sub;
 
 typedef struct lc_gw {
   ty_runtime *rt;
   natsConnection *nc;
-  natsSubscription *data, *beats, *ann;
+  natsSubscription *data, *byes, *ann;
   natsStatistics *stats;
   pthread_t thread;
   _Atomic bool stop; /* seq_cst store by stop; the loop polls it */
@@ -117,6 +139,13 @@ typedef struct lc_gw {
   /* Toward the workers: what their full rings could not take yet. */
   ty_msg *ov_head[TY_MAX_WORKERS], *ov_tail[TY_MAX_WORKERS];
   size_t ov_bytes, backlog;
+  /* ... and what is in their rings: the size of each message pushed and
+   * not taken yet (gw_route.c, ring_push), at most LC_RING_BYTES. */
+  struct lc_inring {
+    uint32_t *sz; /* by push number, modulo cap */
+    uint32_t cap, pushed, taken;
+    uint64_t bytes;
+  } inring[TY_MAX_WORKERS];
   /* Join requests waiting for the barrier: (caller, ref) pairs. */
   struct lc_waiter {
     ty_pid pid;
@@ -130,7 +159,9 @@ typedef struct lc_gw {
   uint64_t down_since;  /* 0: connected */
   bool cut_off;         /* down long enough that every node is down */
   uint64_t grace_until; /* after a reconnect: no silence verdicts */
-  uint64_t next_beat, next_tick, next_sweep;
+  uint64_t beat_rec;    /* reconnections of the heartbeat connection seen */
+  bool deaf;            /* our own beats did not come back (gw_beat.c) */
+  uint64_t next_tick, next_sweep;
   uint64_t active_ns; /* the last turn that moved messages */
   int max_payload;
   ty__buf scratch;
@@ -165,12 +196,37 @@ void lc_send_ctl(lc_gw *g, lc_peer *p, uint32_t kind, ty_pid to, uint64_t ref,
 /* Requests from workers (LC_REQ_*). */
 void lc_request(lc_gw *g, ty_msg *m);
 
+/* gw_route.c: the window to p starts afresh (acknowledgements were lost). */
+void lc_window_reset(lc_peer *p);
+
+/* gw_beat.c: heartbeats on their own connection and thread. */
+#define LC_BEAT_MAX 100 /* bytes of a heartbeat at most */
+int lc_beat_connect(const char *url, const char *prefix, char *err,
+                    size_t errlen);
+void lc_beat_start(void);
+void lc_beat_stop(void); /* idempotent */
+/* What our next beats say (the gateway's epoch and service version). */
+void lc_beat_set(uint32_t epoch, uint32_t svc_ver);
+/* Hands every beat that arrived since to fn, with its arrival time;
+ * returns how many. */
+typedef void (*lc_beat_fn)(void *ctx, const char *data, size_t len,
+                           uint64_t at);
+size_t lc_beat_take(lc_beat_fn fn, void *ctx);
+/* Can we judge silence: is the heartbeat connection up, and did our own
+ * beat come back within LC_ECHO_NS? *reconnects: its reconnections. */
+bool lc_beat_hearing(uint64_t *reconnects, uint64_t now);
+
 /* gw_peers.c */
+/* A heartbeat's bytes into buf (LC_BEAT_MAX); returns its length. */
+int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver, bool bye);
 lc_peer *lc_peer_of(lc_gw *g, unsigned id); /* a stub on first contact */
 /* A stub learns its name (from a frame's prefix or a heartbeat). */
 void lc_peer_named(lc_gw *g, lc_peer *p, const char *name, size_t len);
+/* What our heartbeats say now; with bye, the goodbye (on the data
+ * connection, after everything this node sent). */
 void lc_peers_beat(lc_gw *g, bool bye);
-void lc_peers_on_beat(lc_gw *g, const char *data, size_t len);
+/* A heartbeat (or goodbye) of another node that arrived at `at`. */
+void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at);
 void lc_peers_on_svc_list(lc_gw *g, lc_peer *p, uint32_t ver, const char *data,
                           size_t len);
 /* Every tick: silences, our own connection, rtt probes. */
@@ -184,7 +240,7 @@ void lc_peers_free(lc_gw *g);
 void lc_announce(lc_gw *g);                /* our services, to every node */
 void lc_announce_to(lc_gw *g, lc_peer *p); /* ... to one that asked */
 void lc_barrier_back(lc_gw *g, uint64_t mark);
-void lc_svc_tick(lc_gw *g, uint64_t now); /* services left empty */
+void lc_svc_tick(lc_gw *g); /* frees the subscriptions that drained */
 void lc_subs_free(lc_gw *g);
 
 /* gw_watch.c */

@@ -3,19 +3,22 @@
  * round trips, and the list tycho.nodes() reads (docs/cluster.md,
  * "Liveness").
  *
- * Every gateway publishes a heartbeat every 100 ms on tycho.<cluster>.hb.
- * <name>: its id, its incarnation's nonce, how often it reconnected (its
+ * Every node publishes a heartbeat every 100 ms on tycho.<cluster>.hb.
+ * <name>, from its heartbeat connection (gw_beat.c): its id, its
+ * incarnation's nonce, how often its data connection reconnected (its
  * epoch) and the version of its service list. A node is up once it beats
  * and its service list is known (so a node that tycho.nodes() lists can be
- * called at once); it is down after 500 ms of silence while we are
- * connected, at once when it says goodbye or a new incarnation of its name
- * beats, and every node is down for us once we have been cut off from NATS
- * for 3 s. A change of a node's epoch means its connection dropped: what
+ * called at once); it is down after 500 ms of silence (by the arrival
+ * times the heartbeat thread stamped) while we can hear, at once when
+ * it says goodbye (on the data connection, after all it sent) or a new
+ * incarnation of its name beats, and every node is down for us once we
+ * have been cut off from NATS for 3 s. A change of a node's epoch means its connection dropped: what
  * was in flight may be lost, so its monitors, links and calls are answered
  * as after a lost connection, though the node stays up.
  */
 #include <string.h>
 
+#include "base/log.h"
 #include "gw.h"
 
 #define BEAT_MAGIC "TYHB"
@@ -145,18 +148,28 @@ void lc_peer_down(lc_gw *g, lc_peer *p) {
 
 /* ---- heartbeats --------------------------------------------------------- */
 
-void lc_peers_beat(lc_gw *g, bool bye) {
-  char buf[BEAT_FIXED + 72], subject[200];
+int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver, bool bye) {
   size_t len = strlen(lc_sh.name);
+  if (len > LC_BEAT_MAX - BEAT_FIXED) len = LC_BEAT_MAX - BEAT_FIXED;
   memcpy(buf, BEAT_MAGIC, 4);
   put32(buf + 4, lc_sh.id);
-  put32(buf + 8, g->epoch);
-  put32(buf + 12, g->svc_ver);
+  put32(buf + 8, epoch);
+  put32(buf + 12, svc_ver);
   put32(buf + 16, bye ? BEAT_BYE : 0);
   memcpy(buf + 20, &lc_sh.nonce, 8);
   memcpy(buf + BEAT_FIXED, lc_sh.name, len);
-  snprintf(subject, sizeof subject, "%shb.%s", g->prefix, lc_sh.name);
-  lc_gw_publish(g, subject, buf, (int)(BEAT_FIXED + len));
+  return (int)(BEAT_FIXED + len);
+}
+
+void lc_peers_beat(lc_gw *g, bool bye) {
+  if (!bye) {
+    lc_beat_set(g->epoch, g->svc_ver);
+    return;
+  }
+  char buf[LC_BEAT_MAX], subject[200];
+  int len = lc_beat_encode(buf, g->epoch, g->svc_ver, true);
+  snprintf(subject, sizeof subject, "%sbye.%s", g->prefix, lc_sh.name);
+  lc_gw_publish(g, subject, buf, len);
 }
 
 /* An older incarnation of the same name is gone for good. */
@@ -188,7 +201,7 @@ static lc_peer *beat_peer(lc_gw *g, unsigned id, const char *name, size_t len,
   return p;
 }
 
-void lc_peers_on_beat(lc_gw *g, const char *data, size_t len) {
+void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at) {
   if (len < BEAT_FIXED || memcmp(data, BEAT_MAGIC, 4) != 0) return;
   unsigned id = get32(data + 4);
   uint32_t epoch = get32(data + 8), ver = get32(data + 12);
@@ -202,7 +215,7 @@ void lc_peers_on_beat(lc_gw *g, const char *data, size_t len) {
     return;
   }
   uint64_t now = lc_now_ns();
-  p->last_ns = now;
+  if (at > p->last_ns) p->last_ns = at;
   if (!p->beating) {
     p->beating = true;
     p->epoch = epoch;
@@ -262,7 +275,7 @@ static void watch_self(lc_gw *g, uint64_t now, bool *connected) {
     g->grace_until = now + LC_GRACE_NS;
     for (unsigned id = 1; id < TY_MAX_NODES; id++)
       if (g->peers[id]) lc_watch_lost(g, g->peers[id], false);
-    lc_peers_beat(g, false); /* our new epoch, at once */
+    lc_peers_beat(g, false); /* our new epoch, in the next beat */
   }
   if (*connected) {
     g->down_since = 0;
@@ -280,22 +293,42 @@ static void watch_self(lc_gw *g, uint64_t now, bool *connected) {
 void lc_peers_tick(lc_gw *g, uint64_t now) {
   bool connected;
   watch_self(g, now, &connected);
-  /* A silence while we cannot hear is ours, not theirs. */
-  bool judge = connected && now > g->grace_until;
+  /* A silence while we cannot hear is ours, not theirs: the heartbeat
+   * connection must be up (and have been for a while), and our own beats
+   * must come back (gw_beat.c); once they do again, the beats that waited
+   * behind ours get a moment to arrive. */
+  uint64_t beat_rec;
+  bool hearing = lc_beat_hearing(&beat_rec, now);
+  if (beat_rec != g->beat_rec) {
+    g->beat_rec = beat_rec;
+    g->grace_until = now + LC_GRACE_NS;
+  }
+  if (!hearing) {
+    if (!g->deaf)
+      ty__logf(TY_LOG_INFO, -1, 0,
+               "cluster: our heartbeats do not come back: no verdicts");
+    g->deaf = true;
+  } else if (g->deaf) {
+    g->deaf = false;
+    if (g->grace_until < now + LC_DEAF_GRACE_NS)
+      g->grace_until = now + LC_DEAF_GRACE_NS;
+  }
+  bool judge = connected && hearing && now > g->grace_until;
   bool rtt_changed = false;
   for (unsigned id = 1; id < TY_MAX_NODES; id++) {
     lc_peer *p = g->peers[id];
     if (!p) continue;
     if (judge && now - p->last_ns > LC_DOWN_NS &&
         (p->beating || ty_node_live(g->rt, id))) {
+      ty__logf(TY_LOG_WARN, -1, 0, "cluster: node %s silent for %.2f s: down",
+               p->name, (double)(now - p->last_ns) * 1e-9);
       lc_peer_down(g, p);
       continue;
     }
     if (p->full_ns && now - p->full_ns > LC_STALL_NS) {
       /* No acknowledgement for long: one was lost with what it answered
        * (say, a whole window while cut off). Start afresh. */
-      p->acked = p->seq_out;
-      p->full_ns = 0;
+      lc_window_reset(p);
     }
     if (p->up && connected && now >= p->ping_ns) {
       lc_send_ctl(g, p, LC_W_PING, lc_node_pid(id), 0, now, NULL, 0);
@@ -312,6 +345,7 @@ void lc_peers_free(lc_gw *g) {
     if (!p) continue;
     ty__buf_free(&p->out);
     lc_map_free(&p->watches);
+    free(p->marks);
     free(p);
     g->peers[id] = NULL;
   }

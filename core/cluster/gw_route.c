@@ -141,12 +141,43 @@ static bool publish_frame(lc_gw *g, const char *subject, ty__buf *b,
   return ok;
 }
 
+/* The byte window: a mark per frame with numbered records; an ack of
+ * number n releases the bytes of every frame up to it. */
+static void mark_frame(lc_peer *p) {
+  if (p->mhead > 1024 && p->mhead > p->mn) { /* compact */
+    memmove(p->marks, p->marks + p->mhead, p->mn * sizeof *p->marks);
+    p->mhead = 0;
+  }
+  ty__grow(&p->marks, &p->mcap, p->mhead + p->mn + 1, sizeof *p->marks, 64);
+  p->marks[p->mhead + p->mn++] = (struct lc_mark){p->seq_out, p->bytes_out};
+}
+
+static void window_ack(lc_peer *p, uint64_t seq) {
+  while (p->mn && p->marks[p->mhead].seq <= seq) {
+    p->bytes_acked = p->marks[p->mhead].bytes;
+    p->mhead++;
+    p->mn--;
+  }
+}
+
+void lc_window_reset(lc_peer *p) {
+  p->acked = p->seq_out;
+  p->bytes_acked = p->bytes_out;
+  p->mhead = p->mn = 0;
+  p->full_ns = 0;
+}
+
 static void flush_peer(lc_gw *g, lc_peer *p) {
   /* A frame that could not go out holds the newest numbers: take them
    * back, so that the receiver sees no gap for what we counted here. */
-  if (!publish_frame(g, p->subject, &p->out, p->out_n))
+  if (!publish_frame(g, p->subject, &p->out, p->out_n)) {
     p->seq_out -= p->out_seq;
+    p->bytes_out -= p->out_bytes;
+  } else if (p->out_seq) {
+    mark_frame(p);
+  }
   p->out_n = p->out_seq = 0;
+  p->out_bytes = 0;
 }
 
 /* Queues r for p (in order with everything else for p this turn). */
@@ -163,6 +194,10 @@ static void to_peer(lc_gw *g, lc_peer *p, rec *r) {
   put_rec(&p->out, r);
   p->out_n++;
   p->out_seq += !ours;
+  if (!ours) {
+    p->bytes_out += HDR + r->len;
+    p->out_bytes += HDR + r->len;
+  }
 }
 
 size_t lc_gw_max_message(void) {
@@ -226,7 +261,9 @@ static void service_out(lc_gw *g, ty_msg *m) {
 }
 
 static bool window_full(lc_peer *p) {
-  if (p->seq_out - p->acked < LC_WINDOW) return false;
+  if (p->seq_out - p->acked < LC_WINDOW &&
+      p->bytes_out - p->bytes_acked < LC_WINDOW_BYTES)
+    return false;
   if (!p->full_ns) p->full_ns = lc_now_ns();
   return true;
 }
@@ -262,11 +299,13 @@ void lc_route_acks(lc_gw *g, uint64_t now) {
     lc_peer *p = g->peers[g->acks[i]];
     if (!p) continue;
     uint64_t last = p->seq_in - 1;
-    if (last - p->ack_sent >= LC_WINDOW / 8 || now - p->ack_ns > LC_ACK_NS) {
+    if (last - p->ack_sent >= LC_WINDOW / 8 ||
+        p->bytes_in_ack >= LC_WINDOW_BYTES / 8 || now - p->ack_ns > LC_ACK_NS) {
       lc_send_ctl(g, p, LC_W_ACK, lc_node_pid(p->id), 0, last, NULL, 0);
       p->ack_sent = last;
       p->ack_ns = now;
       p->ack_due = false;
+      p->bytes_in_ack = 0;
     } else {
       g->acks[k++] = g->acks[i]; /* later, in a bigger batch */
     }
@@ -276,10 +315,48 @@ void lc_route_acks(lc_gw *g, uint64_t now) {
 
 /* ---- in: toward the workers -------------------------------------------- */
 
+/* The receiver's mailbox limit holds for what other nodes send, as for a
+ * limited send here (ty_send_limited): an actor's message or call from
+ * another node to a mailbox at its limit is refused, checked as it enters
+ * a worker's ring. A call is answered "full"; a message (whose send
+ * returned true long ago) is dropped and counted in `full` and `drops`.
+ * Replies, signals, DOWN notices and what the gateway makes up pass. */
+static bool refused_full(lc_gw *g, ty_msg *m) {
+  bool ordinary =
+      m->kind == LT_CALL || (m->kind == LT_MSG && !(m->aux & LT_AUX_DOWN));
+  if (!ordinary || !ty_pid_remote(g->rt, m->from) ||
+      !ty_port_full(g->rt, m->to))
+    return false;
+  lc_count(&lc_sh.full, 1);
+  if (m->kind == LT_CALL) reply_err(g, m->from, m->ref, "full");
+  else lc_count(&lc_sh.drops, 1);
+  ty_msg_free(m);
+  return true;
+}
+
+/* Pushes m into worker w's ring unless the ring is full or holds
+ * LC_RING_BYTES of messages already (one message always goes: a larger
+ * one must not wait forever). */
+static bool ring_push(lc_gw *g, unsigned w, ty_msg *m) {
+  struct lc_inring *r = &g->inring[w];
+  if (!r->sz) {
+    r->cap = ty_port_ring_cap(g->rt);
+    r->sz = ty__xcalloc(r->cap, sizeof *r->sz);
+  }
+  for (uint32_t t = ty_port_taken(g->rt, w); r->taken != t; r->taken++)
+    r->bytes -= r->sz[r->taken & (r->cap - 1)];
+  uint32_t size = (uint32_t)(sizeof *m + m->len);
+  if (r->bytes && r->bytes + size > LC_RING_BYTES) return false;
+  if (!ty_port_push(g->rt, w, m)) return false;
+  r->sz[r->pushed++ & (r->cap - 1)] = size;
+  r->bytes += size;
+  return true;
+}
+
 void lc_deliver(lc_gw *g, ty_msg *m) {
   unsigned w = ty_port_route(g->rt, m);
   if (w == TY_PORT_DONE) return;
-  if (!g->ov_head[w] && ty_port_push(g->rt, w, m)) return;
+  if (!g->ov_head[w] && (refused_full(g, m) || ring_push(g, w, m))) return;
   size_t size = sizeof *m + m->len;
   if (g->ov_bytes + size > g->backlog) {
     /* The workers are behind by more than the backlog: the message is
@@ -302,10 +379,14 @@ bool lc_deliver_flush(lc_gw *g) {
   unsigned n = ty_runtime_workers(g->rt);
   for (unsigned w = 0; w < n; w++) {
     ty_msg *m;
-    while ((m = g->ov_head[w]) && ty_port_push(g->rt, w, m)) {
-      g->ov_head[w] = (ty_msg *)m->node.next;
-      if (!g->ov_head[w]) g->ov_tail[w] = NULL;
-      g->ov_bytes -= sizeof *m + m->len;
+    while ((m = g->ov_head[w])) {
+      ty_msg *next = (ty_msg *)m->node.next;
+      size_t size = sizeof *m + m->len;
+      if (!refused_full(g, m) && !ring_push(g, w, m)) break;
+      /* m is in the ring, or refused and freed */
+      g->ov_head[w] = next;
+      if (!next) g->ov_tail[w] = NULL;
+      g->ov_bytes -= size;
     }
     left |= g->ov_head[w] != NULL;
   }
@@ -354,28 +435,61 @@ static void gateway_rec(lc_gw *g, lc_peer *p, const rec *r) {
   case LC_W_ACK:
     if (r->aux > p->acked && r->aux <= p->seq_out) {
       p->acked = r->aux;
+      window_ack(p, r->aux);
       p->full_ns = 0;
     }
     break;
   }
 }
 
-/* A service call or message: to a local member, or back as "noproc". */
-static bool to_member(lc_gw *g, lc_peer *p, rec *r, uint64_t svc) {
+/* A service call or message that found no member here (the last one left
+ * while it travelled) goes back to the service's subject, counting the
+ * times it was passed on: by then our UNSUB is ahead of it (gw_svc.c), so
+ * the server gives it to another node that serves it (which may have lost
+ * its last member meanwhile too, when members come and go fast: then it
+ * goes on again, up to LC_SVC_HOPS times). False when no other node serves
+ * it or it went round too often. */
+static bool pass_on(lc_gw *g, const rec *r, uint64_t svc) {
+  if (r->aux >= LC_SVC_HOPS || !lc_svc_remote(svc)) return false;
+  if (r->kind != LT_CALL && r->kind != LT_MSG) return false;
+  const char *name = lc_svc_name(svc);
+  char subject[256];
+  snprintf(subject, sizeof subject, "%ssvc.%s", g->prefix, name);
+  rec fwd = *r;
+  fwd.to = 0;
+  fwd.seq = 0;
+  fwd.aux = r->aux + 1;
+  ty__buf *b = &g->scratch;
+  ty__buf_reset(b);
+  put_rec(b, &fwd);
+  return publish_frame(g, subject, b, 1);
+}
+
+/* A service call or message: to a local member, else passed on, else back
+ * as "noproc". The acknowledgement goes to the caller's node (the frame may
+ * come from a node that passed the call on). */
+static bool to_member(lc_gw *g, rec *r, uint64_t svc) {
   r->to = lc_svc_local(svc, 0);
   if (r->to) {
-    if (r->kind == LT_CALL && p)
-      lc_send_ctl(g, p, LC_W_SVC_ACK, r->from, r->ref, 0, NULL, 0);
+    lc_peer *cp =
+        ty_pid_remote(g->rt, r->from) ? g->peers[ty_pid_node(r->from)] : NULL;
+    if (r->kind == LT_CALL && cp)
+      lc_send_ctl(g, cp, LC_W_SVC_ACK, r->from, r->ref, 0, NULL, 0);
+    else if (r->kind == LT_CALL) /* our own caller: its reply stays here */
+      lc_call_end(g, r->from, r->ref);
+    r->aux = 0;
     return true;
   }
+  if (pass_on(g, r, svc)) return false;
   if (r->kind == LT_CALL) reply_err(g, r->from, r->ref, "noproc");
   else lc_count(&lc_sh.drops, 1);
   return false;
 }
 
 /* Sequence check for records sent to this node: a gap is lost messages. */
-static void check_seq(lc_gw *g, lc_peer *p, uint64_t seq) {
+static void check_seq(lc_gw *g, lc_peer *p, uint64_t seq, uint32_t len) {
   if (!seq) return;
+  p->bytes_in_ack += HDR + len;
   if (p->seq_in && seq > p->seq_in) {
     lc_count(&lc_sh.lost, seq - p->seq_in);
     lc_count(&lc_sh.drops, seq - p->seq_in);
@@ -396,8 +510,7 @@ static void own_record(lc_gw *g, rec *r, uint64_t svc) {
     lc_barrier_back(g, r->aux);
     return;
   }
-  if (!svc || !to_member(g, NULL, r, svc)) return;
-  if (r->kind == LT_CALL) lc_call_end(g, r->from, r->ref);
+  if (!svc || !to_member(g, r, svc)) return;
   ty_msg *m = ty_msg_new(r->len);
   if (r->len) memcpy(m->data, r->data, r->len);
   m->kind = r->kind;
@@ -412,12 +525,12 @@ static void record_in(lc_gw *g, lc_peer *p, rec *r, uint64_t svc) {
     own_record(g, r, svc);
     return;
   }
-  check_seq(g, p, r->seq);
+  check_seq(g, p, r->seq, r->len);
   if (lc_gateway_kind(r->kind)) {
     gateway_rec(g, p, r);
     return;
   }
-  if (svc && !to_member(g, p, r, svc)) return;
+  if (svc && !to_member(g, r, svc)) return;
   if (ty_pid_remote(g->rt, r->to) || !note_in(g, p, r)) return;
   ty_msg *m = ty_msg_new(r->len);
   if (r->len) memcpy(m->data, r->data, r->len);

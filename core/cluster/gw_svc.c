@@ -20,9 +20,12 @@
 
 #include "gw.h"
 
+#define DRAIN_MS 5000 /* a drain whose PING/PONG never came: given up */
+
+/* The live subscription of a service (not one that drains). */
 static lc_sub *find_sub(lc_gw *g, uint64_t id) {
   for (size_t i = 0; i < g->nsubs; i++)
-    if (g->subs[i].id == id) return &g->subs[i];
+    if (g->subs[i].id == id && !g->subs[i].draining) return &g->subs[i];
   return NULL;
 }
 
@@ -31,7 +34,7 @@ static void list_names(lc_gw *g, ty__buf *b) {
   ty__buf_reset(b);
   for (size_t i = 0; i < g->nsubs; i++) {
     const char *name = lc_svc_name(g->subs[i].id);
-    if (!name) continue;
+    if (!name || g->subs[i].draining) continue;
     if (ty__buf_append(b, name, strlen(name)) || ty__buf_append(b, "\n", 1))
       ty__die("out of memory");
   }
@@ -74,14 +77,14 @@ static bool subscribe(lc_gw *g, uint64_t id) {
   if (s != NATS_OK) return false;
   N(natsSubscription_SetPendingLimits)(sub, -1, -1);
   ty__grow(&g->subs, &g->capsubs, g->nsubs + 1, sizeof *g->subs, 4);
-  g->subs[g->nsubs++] = (lc_sub){id, sub, 0};
+  g->subs[g->nsubs++] = (lc_sub){id, sub, false};
   return true;
 }
 
 static void join(lc_gw *g, ty_msg *m) {
   lc_sub *sub = find_sub(g, m->aux);
   if (sub) {
-    sub->empty_since = 0;
+    /* served already */
   } else if (!subscribe(g, m->aux)) {
     lc_send_local(g, m->from, 0, LT_REPLY_ERR, m->ref, 0, "noconnection", 12);
     return;
@@ -107,21 +110,35 @@ void lc_barrier_back(lc_gw *g, uint64_t mark) {
   g->nwaiters = k;
 }
 
-void lc_svc_tick(lc_gw *g, uint64_t now) {
-  bool changed = false;
+/* The last local member left: the server must stop choosing this node at
+ * once (a queue group picks any subscriber, and a node without members
+ * could only answer "noproc"). The subscription drains (nats.c): its UNSUB
+ * goes out, and the subscription keeps taking what the server sent before
+ * it read the UNSUB, until a PING/PONG round shows nothing more can come;
+ * the gateway reads it as any other (gw.c, drain_all) and passes what it
+ * gets on to another node that serves the service (gw_route.c, pass_on:
+ * published after the UNSUB, so the server does not choose us again). The
+ * announcement tells the others at once. lc_svc_tick frees it once done. */
+static void unsubscribe(lc_gw *g, lc_sub *s) {
+  s->draining = true;
+  if (N(natsSubscription_DrainTimeout)(s->sub, DRAIN_MS) != NATS_OK)
+    N(natsSubscription_Unsubscribe)(s->sub); /* cut off: nothing comes */
+  lc_announce(g);
+}
+
+void lc_svc_tick(lc_gw *g) {
   for (size_t i = 0; i < g->nsubs;) {
     lc_sub *s = &g->subs[i];
-    if (s->empty_since && now - s->empty_since > LC_SVC_LINGER_NS &&
-        !lc_svc_local(s->id, 0)) {
-      N(natsSubscription_Unsubscribe)(s->sub);
+    int pm = 0, pb = 0;
+    if (s->draining && !N(natsSubscription_IsValid)(s->sub) &&
+        (N(natsSubscription_GetPending)(s->sub, &pm, &pb) != NATS_OK ||
+         pm == 0)) {
       N(natsSubscription_Destroy)(s->sub);
       g->subs[i] = g->subs[--g->nsubs];
-      changed = true;
       continue;
     }
     i++;
   }
-  if (changed) lc_announce(g);
 }
 
 void lc_subs_free(lc_gw *g) {
@@ -144,8 +161,9 @@ void lc_request(lc_gw *g, ty_msg *m) {
   case LC_REQ_DEMONITOR_NODE: lc_node_monitor(g, m->from, name, false); break;
   case LC_REQ_JOIN: join(g, m); break;
   case LC_REQ_LEAVE: {
+    /* A member that joined meanwhile (on another worker) keeps it. */
     lc_sub *sub = find_sub(g, m->aux);
-    if (sub && !lc_svc_local(m->aux, 0)) sub->empty_since = lc_now_ns();
+    if (sub && !lc_svc_local(m->aux, 0)) unsubscribe(g, sub);
     break;
   }
   }

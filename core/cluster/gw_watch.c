@@ -130,8 +130,7 @@ void lc_calls_tick(lc_gw *g, uint64_t now) {
 
 void lc_watch_lost(lc_gw *g, lc_peer *p, bool node_down) {
   /* Acknowledgements may be lost too: the window starts afresh. */
-  p->acked = p->seq_out;
-  p->full_ns = 0;
+  lc_window_reset(p);
   lc_map old = p->watches; /* answered now, forgotten */
   p->watches = (lc_map){0};
   lc_slot *s = old.s;

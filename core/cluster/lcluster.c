@@ -149,10 +149,10 @@ static bool join(lua_State *L, ty_config *cfg) {
   if (getrandom(&lc_sh.nonce, sizeof lc_sh.nonce, 0) != sizeof lc_sh.nonce)
     lc_sh.nonce = ty__now_ns() ^ (uint64_t)getpid() << 32;
   lc_sh.rt = NULL;
-  _Atomic uint64_t *counters[] = {&lc_sh.msgs_in,        &lc_sh.msgs_out,
-                                  &lc_sh.bytes_in,       &lc_sh.bytes_out,
-                                  &lc_sh.drops,          &lc_sh.reconnects,
-                                  &lc_sh.slow_consumers, &lc_sh.lost};
+  _Atomic uint64_t *counters[] = {
+      &lc_sh.msgs_in,        &lc_sh.msgs_out, &lc_sh.bytes_in,
+      &lc_sh.bytes_out,      &lc_sh.drops,    &lc_sh.reconnects,
+      &lc_sh.slow_consumers, &lc_sh.lost,     &lc_sh.full};
   for (size_t i = 0; i < sizeof counters / sizeof *counters; i++)
     atomic_store_explicit(counters[i], 0, memory_order_relaxed); /* a run's */
   if (lc_ctl_join(nats, err, sizeof err)) luaL_error(L, "%s", err);
@@ -221,6 +221,15 @@ static const char *service_name(lua_State *L, int idx, const char *fname) {
   return name;
 }
 
+/* A KV call waits at most call_timeout (tycho.config), then answers
+ * nil, "timeout": a frozen or unreachable server must not hold the caller
+ * for the whole outage. The job keeps the same deadline, past which the
+ * control thread skips it (its caller has stopped waiting). */
+static int64_t kv_wait_ns(void) {
+  double s = lt_g.call_timeout > 0 ? lt_g.call_timeout : 5.0;
+  return (int64_t)(s * 1e9);
+}
+
 static int service_pick(lua_State *L, int idx, ty_pid exclude, ty_pid *pid,
                         uint64_t *svc, const char *fname) {
   lua_getfield(L, idx, "service");
@@ -253,7 +262,9 @@ static int l_join(lua_State *L) {
   }
   uint64_t ref = lt_new_ref();
   to_gateway(LC_REQ_JOIN, id, ref, NULL, 0);
-  return lt_yield_reply(L, "join", ref, -1);
+  /* At most call_timeout, as the KV calls: the member stays joined, and
+   * other nodes reach it once the server answers again. */
+  return lt_yield_reply(L, "join", ref, kv_wait_ns());
 }
 
 static int l_leave(lua_State *L) {
@@ -337,25 +348,29 @@ static int l_register_global(lua_State *L) {
                          "another node; register it there");
   if (!pid || !ty_pid_alive(lt_g.rt, pid)) return lt_push_fail(L, "noproc");
   uint64_t ref = lt_new_ref();
-  if (lc_kv_submit(LC_KV_REGISTER, name, pid, lt_self_pid(c), ref))
+  int64_t wait = kv_wait_ns();
+  if (lc_kv_submit(LC_KV_REGISTER, name, pid, lt_self_pid(c), ref,
+                   lc_now_ns() + (uint64_t)wait))
     return lt_push_fail(L, "noconnection");
-  return lt_yield_reply(L, "register_global", ref, -1);
+  return lt_yield_reply(L, "register_global", ref, wait);
 }
 
 static int l_whereis_global(lua_State *L) {
   lt_cur c = lt_current_blocking(L, "whereis_global");
   const char *name = global_name(L, "whereis_global");
   uint64_t ref = lt_new_ref();
-  if (lc_kv_submit(LC_KV_WHEREIS, name, 0, lt_self_pid(c), ref))
+  int64_t wait = kv_wait_ns();
+  if (lc_kv_submit(LC_KV_WHEREIS, name, 0, lt_self_pid(c), ref,
+                   lc_now_ns() + (uint64_t)wait))
     return lt_push_fail(L, "noconnection");
-  return lt_yield_reply(L, "whereis_global", ref, -1);
+  return lt_yield_reply(L, "whereis_global", ref, wait);
 }
 
 /* ---- stats ----------------------------------------------------------------- */
 
 static int stats(lua_State *L) {
   if (!active()) return 0;
-  lua_createtable(L, 0, 10);
+  lua_createtable(L, 0, 12);
 #define FIELD(f)                                                               \
   lua_pushnumber(L, (lua_Number)atomic_load_explicit(&lc_sh.f,                 \
                                                      memory_order_relaxed));   \
@@ -368,6 +383,7 @@ static int stats(lua_State *L) {
   FIELD(reconnects)
   FIELD(slow_consumers)
   FIELD(lost)
+  FIELD(full)
 #undef FIELD
   lua_newtable(L);
   pthread_mutex_lock(&lc_sh.mu);

@@ -34,6 +34,7 @@
   X(natsOptions_SetPingInterval)                                               \
   X(natsOptions_SetMaxPingsOut)                                                \
   X(natsOptions_SetNoEcho)                                                     \
+  X(natsOptions_SetReconnectedCB)                                              \
   X(natsConnection_Connect)                                                    \
   X(natsConnection_Close)                                                      \
   X(natsConnection_Destroy)                                                    \
@@ -55,6 +56,8 @@
   X(natsSubscription_SetPendingLimits)                                         \
   X(natsSubscription_GetDropped)                                               \
   X(natsSubscription_Unsubscribe)                                              \
+  X(natsSubscription_DrainTimeout)                                             \
+  X(natsSubscription_IsValid)                                                  \
   X(natsSubscription_Destroy)                                                  \
   X(natsMsg_GetSubject)                                                        \
   X(natsMsg_GetData)                                                           \

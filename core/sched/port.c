@@ -129,11 +129,26 @@ unsigned ty_port_route(ty_runtime *rt, ty_msg *m) {
   }
 }
 
+bool ty_port_full(ty_runtime *rt, ty_pid pid) {
+  ty__pident *e;
+  uint64_t word = ty__pidtab_lookup(&rt->pids, pid, &e);
+  return word && ty__w_full(word); /* the lookup checked the generation */
+}
+
 bool ty_port_push(ty_runtime *rt, unsigned worker, ty_msg *m) {
   if (!ty__mesh_push(&rt->mesh, rt->n, worker, &m->node)) return false;
   rt->port->dirty_mask |= 1ull << worker;
   return true;
 }
+
+uint32_t ty_port_taken(ty_runtime *rt, unsigned worker) {
+  ty__ring *r = ty__mesh_ring(&rt->mesh, rt->n, worker);
+  /* relaxed: only a count; the port reads no slot by it (a stale value
+   * makes it think more is in the ring, which only holds it back). */
+  return atomic_load_explicit(&r->head, memory_order_relaxed);
+}
+
+uint32_t ty_port_ring_cap(const ty_runtime *rt) { return rt->cfg.mesh_ring; }
 
 void ty_port_publish(ty_runtime *rt) {
   ty__port *p = rt->port;

@@ -483,9 +483,18 @@ size_t ty_port_take(ty_runtime *rt, unsigned from, ty_msg **out, size_t max);
  */
 #define TY_PORT_DONE (~0u)
 unsigned ty_port_route(ty_runtime *rt, ty_msg *m);
+/* Is the mailbox of local pid at its limit (the flag its home worker keeps,
+ * which ty_send_limited reads)? The port refuses ordinary messages from
+ * other nodes to it, as a limited send would. Any thread; a hint. */
+bool ty_port_full(ty_runtime *rt, ty_pid pid);
 /* Stages m in the ring to `worker`; false (m not taken) when it is full. The
  * caller keeps per-worker order: nothing newer for that worker goes first. */
 bool ty_port_push(ty_runtime *rt, unsigned worker, ty_msg *m);
+/* How many messages `worker` has taken from the port's ring so far (modulo
+ * 2^32), and the ring's capacity: with the count of its own pushes, the
+ * port knows what is still in the ring. Port thread only. */
+uint32_t ty_port_taken(ty_runtime *rt, unsigned worker);
+uint32_t ty_port_ring_cap(const ty_runtime *rt);
 /* Publishes what was pushed and wakes the workers that sleep. */
 void ty_port_publish(ty_runtime *rt);
 /* Node liveness, written by the port and read by every sender: a send to a

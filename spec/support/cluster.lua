@@ -215,12 +215,17 @@ function C.node_start(name, url, opts)
   local dir = tmpdir()
   local node = { name = name, log = dir .. "/out", dir = dir }
   local script = opts.script or C.agent
-  local cmd = "cd %s && exec env %s %s --workers %d %s --node %s --nats %s %s %s %s"
-  node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", C.launcher, opts.workers or 2,
-    opts.flags or "",
-    name, url,
-      opts.cluster and ("--cluster " .. opts.cluster) or "", H.quote(script),
-      opts.args or ""), node.log)
+  if opts.settings then -- settings the launcher has no flag for: luajit
+    node.pid = spawn(("cd %s && exec env %s luajit spec/fixtures/cluster_config_node.lua %s %s %s")
+      :format(H.quote(ROOT), opts.env or "", name, url, H.quote(opts.settings)), node.log)
+  else
+    local cmd = "cd %s && exec env %s %s --workers %d %s --node %s --nats %s %s %s %s"
+    node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", C.launcher, opts.workers or 2,
+      opts.flags or "",
+      name, url,
+        opts.cluster and ("--cluster " .. opts.cluster) or "", H.quote(script),
+        opts.args or ""), node.log)
+  end
   if opts.wait ~= false then
     C.wait(function()
       local out = slurp(node.log)
