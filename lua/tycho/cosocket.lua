@@ -74,10 +74,15 @@ end
 
 -- ---- timeouts -----------------------------------------------------------------------
 
+-- As lua-nginx-module reads them (lua_tonumber, then a cast to an integer):
+-- anything that is not a number or a numeric string is 0, fractions are cut
+-- toward zero, and 0 is the default; negative, NaN or >= 2^31 raise.
+-- lua-resty-redis-connector passes a table and relies on getting 0.
 local function check_ms(v, name)
-  local n = tonumber(v)
-  if not n or n ~= n or n >= 2 ^ 31 then error("bad " .. name .. " value", 3) end
-  n = floor(n)
+  local n = tonumber(v) or 0
+  if n ~= n then error("bad " .. name .. " value", 3) end
+  n = n >= 0 and floor(n) or -floor(-n)
+  if n < 0 or n >= 2 ^ 31 then error("bad " .. name .. " value", 3) end
   return n > 0 and n or DEFAULT_TIMEOUT
 end
 

@@ -180,10 +180,13 @@ end
 
 function M.thread_kill(t)
   if getmetatable(t) ~= Thread then error("bad argument #1 to 'kill'", 2) end
-  if t.parent ~= self_pid() then return nil, "not user thread" end
-  if t.done or t.reaped then return nil, "already terminated" end
+  if t.parent ~= self_pid() then return nil, "killer not parent" end
+  if t.reaped then return nil, "already waited or killed" end
   t.reaped = true
-  tycho.kill(t.pid, "killed")
+  if t.done then return nil, "already terminated" end
+  -- Ends that fork alone, as if it had returned: tycho.kill would end the
+  -- whole actor (core/lua/lexit.c finish).
+  core._fork_cancel(t.pid)
   return true
 end
 
