@@ -122,6 +122,10 @@ setmetatable(ngx, {
   end,
 })
 
+-- The request API (ngx.var, ngx.req, ngx.header, ngx.say ...), reading the
+-- request served now (lua/tycho/ngx_request.lua).
+require("tycho.ngx_request").install(ngx)
+
 -- `require "ngx.semaphore"` and `require "ngx.re"`, as lua-resty-core gives.
 package.preload["ngx.semaphore"] = function() return thread.semaphore end
 package.preload["ngx.re"] = function()
@@ -131,6 +135,10 @@ end
 -- resty.string and friends call nginx's and OpenSSL's C functions through
 -- ffi.C: make them visible (core/net/lngx_util.c).
 C.export()
+
+-- Content handlers: tycho.ngx.serve{...} / listen{...} (lua/tycho/ngx_serve.lua).
+rawset(ngx, "serve", function(opts) return require("tycho.ngx_serve").serve(opts) end)
+rawset(ngx, "listen", function(opts) return require("tycho.ngx_serve").listen(opts) end)
 
 rawset(_G, "ngx", ngx)
 core._everywhere("tycho.ngx")
