@@ -278,6 +278,15 @@ function Sock:connect(host, port, opts)
   return 1
 end
 
+-- A cosocket on a connection accepted elsewhere (ngx.req.socket(true):
+-- lua/tycho/ngx_request.lua); setkeepalive on it closes it.
+function M.wrap(c)
+  local s = M.socket()
+  c:settimeouts(s.tc / 1000, s.ts / 1000, s.tr / 1000)
+  s.c, s.reused = c, 0
+  return s
+end
+
 function Sock:getreusedtimes()
   if not self.c then return nil, "closed" end
   return self.reused
@@ -286,6 +295,10 @@ end
 function Sock:setkeepalive(idle_ms, size)
   local c = self.c
   if not c then return nil, "closed" end
+  if not self.key then -- M.wrap's: not ours to pool
+    drop(self)
+    return nil, "raw request socket cannot be kept alive"
+  end
   if idle_ms ~= nil then
     idle_ms = tonumber(idle_ms)
     if not idle_ms then error("bad argument #1 to 'setkeepalive' (number expected)", 2) end

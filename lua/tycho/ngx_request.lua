@@ -301,15 +301,23 @@ M.req = {
     if not r.req.upgrade or not r.take_socket then
       return nil, "http request socket needs an upgrade request"
     end
-    if r.sent then return nil, "pending data to write" end
-    r.sent = true
-    return r.take_socket()
+    local conn = r.take_socket()
+    if not conn then return nil, "closed" end
+    -- What the code gave before (resty.websocket.server's 101 and its
+    -- headers) goes out first, as nginx's flush sent it.
+    if r.sent then
+      local ok, err = conn:write(M.head(r))
+      if not ok then return nil, err end
+    end
+    M.send(r)
+    return require("tycho.cosocket").wrap(conn)
   end,
 }
 
 -- ---- the response ---------------------------------------------------------------------------
 
 local REASONS = {
+  [101] = "Switching Protocols", [200] = "OK", [201] = "Created", [204] = "No Content",
   [301] = "Moved Permanently", [302] = "Found", [303] = "See Other",
   [307] = "Temporary Redirect", [308] = "Permanent Redirect", [400] = "Bad Request",
   [401] = "Authorization Required", [403] = "Forbidden", [404] = "Not Found",
@@ -348,6 +356,26 @@ function M.response(r)
     if body ~= "" then headers = { ["Content-Type"] = "text/html", Location = headers.Location } end
   end
   return { status = status, headers = headers, body = body }
+end
+
+-- The response head (and the body buffered so far) as bytes, for a raw
+-- socket taken over after ngx.send_headers.
+function M.head(r)
+  local status = r.status or 200
+  local out = { "HTTP/1.1 ", status, " ", REASONS[status] or "", "\r\n" }
+  for low, v in pairs(r.headers) do
+    local name = r.names[low]
+    if type(v) == "table" then
+      for i = 1, #v do out[#out + 1] = name .. ": " .. v[i] .. "\r\n" end
+    else
+      out[#out + 1] = name .. ": " .. v .. "\r\n"
+    end
+  end
+  if status == 101 then out[#out + 1] = "Connection: upgrade\r\n" end -- as nginx adds it
+  out[#out + 1] = "\r\n"
+  out[#out + 1] = table.concat(r.out)
+  r.out = {}
+  return table.concat(out)
 end
 
 -- ngx.status and ngx.headers_sent (through ngx's metatable: lua/tycho/ngx.lua).
