@@ -113,9 +113,10 @@ local function start(opts, fname)
     error("tycho.ngx." .. fname .. ": content '" .. content .. "' not found on package.path", 3)
   end
   if opts.shared_dict then
-    -- ngx.shared.DICT on tycho.shared (lua/tycho/ngx_shared.lua).
-    local shared = require "tycho.ngx_shared"
-    for name, cap in pairs(opts.shared_dict) do shared.define(name, size(cap)) end
+    -- ngx.shared.DICT is tycho.shared.table(DICT) (lua/tycho/ngx_shared.lua):
+    -- made here with the capacity asked for (DESIGN.md section 7).
+    local shared = require "tycho.shared"
+    for name, cap in pairs(opts.shared_dict) do shared.table(name, { capacity = size(cap) }) end
   end
   local o = {}
   for k, v in pairs(opts) do
