@@ -18,9 +18,9 @@
  * RTLD_GLOBAL (RTLD_NOLOAD: the same copy), and libcrypto likewise.
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
