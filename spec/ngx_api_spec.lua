@@ -7,6 +7,7 @@
 -- luacheck: ignore 122 (ngx.ctx is assigned, as request code does)
 local tycho = require "tycho"
 local B = require "support.backends"
+local H = require "support.helper"
 
 -- Runs inside the runtime: returns {case name = its result string}.
 local function pure()
@@ -279,6 +280,26 @@ describe("tycho.ngx API (outside requests)", function()
       assert.same(async_expected[name], async_got[name])
     end)
   end
+
+  it("ffi.C reaches ngx_hex_dump, ngx_atoi and libcrypto under the launcher too", function()
+    local file = H.write_tmp([[
+require "tycho.ngx"
+local ffi = require "ffi"
+ffi.cdef[=[
+unsigned char *ngx_hex_dump(unsigned char *dst, const unsigned char *src, size_t len);
+intptr_t ngx_atoi(const unsigned char *line, size_t n);
+int SHA1_Init(void *c);
+]=]
+local buf = ffi.new("uint8_t[6]")
+ffi.C.ngx_hex_dump(buf, "abc", 3)
+local ctx = ffi.new("uint8_t[128]")
+print(ffi.string(buf, 6), tonumber(ffi.C.ngx_atoi("1234", 4)), ffi.C.SHA1_Init(ctx))
+]], ".lua")
+    local rc, out, err = H.tycho(file)
+    os.remove(file)
+    assert.equal(0, rc, err)
+    assert.equal("616263\t1234\t1\n", out)
+  end)
 
   it("core._fork_cancel ends one fork quietly; other actors are left alone", function()
     local r = B.run("epoll", function()
