@@ -7,6 +7,10 @@ local H = require "support.helper"
 
 local S = {}
 
+-- Where redis may write (a replica's sync writes an RDB file): never the
+-- checkout.
+local TMP = os.getenv("TMPDIR") or "/tmp"
+
 -- A port nobody listens on right now (the kernel's pick).
 local function free_port()
   local s = assert(socket.bind("127.0.0.1", 0))
@@ -73,7 +77,7 @@ end
 function S.redis()
   return start("redis-server",
     "exec redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no"
-      .. " --maxclients 10000 --loglevel warning",
+      .. " --maxclients 10000 --loglevel warning --dir " .. TMP,
     "PING\r\n", "+PONG")
 end
 
@@ -87,7 +91,7 @@ end
 function S.redis_replica(master_port)
   return start("redis-server",
     "exec redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no --loglevel warning"
-      .. " --replicaof 127.0.0.1 " .. master_port,
+      .. " --replicaof 127.0.0.1 " .. master_port .. " --dir " .. TMP,
     "PING\r\n", "+PONG")
 end
 
