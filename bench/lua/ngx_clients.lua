@@ -1,3 +1,4 @@
+-- luacheck: read globals ngx
 -- The content of bench/ngx_clients.sh, run unchanged by OpenResty's
 -- content_by_lua_file and by tycho.ngx.serve: ?what=dns|redis&port=&n=
 -- makes n queries (resty.dns A queries to dnsmasq, resty.redis GETs) from
