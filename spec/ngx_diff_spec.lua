@@ -41,6 +41,7 @@ local CASES = {
   { "exit HTTP_OK", "/exit_ok" },
   { "exit OK", "/exit_zero" },
   { "status then exit", "/exit_status" },
+  { "exit inside a pcall", "/exit_in_pcall" },
   { "redirect", "/redirect" },
   { "redirect 301", "/redirect301" },
   { "redirect 307", "/redirect307" },

@@ -13,7 +13,7 @@
 -- What differs from nginx: the response is buffered and goes out when the
 -- handler ends (ngx.flush keeps buffering; tycho.http writes a response in
 -- one write), and ngx.exit ends the handler by raising an error value that
--- a pcall around it would catch.
+-- a pcall around it would catch (what the code outputs after is dropped).
 local thread = require "tycho.ngx_thread"
 local util = require "tycho.ngx_util"
 local log = require "tycho.log"
@@ -194,6 +194,7 @@ end
 local function output(args, n, nl)
   local r = current()
   if r.eof then return nil, "seen eof" end
+  if r.exited then return nil, "request exited" end
   local out = r.out
   for i = 1, n do flatten(args[i], out) end
   if nl then out[#out + 1] = "\n" end
@@ -201,6 +202,7 @@ local function output(args, n, nl)
   return 1
 end
 
+-- ngx.say / ngx.print: 1, or nil and why.
 function M.say(...) return output({ ... }, select("#", ...), true) end
 function M.print(...) return output({ ... }, select("#", ...), false) end
 
@@ -236,6 +238,9 @@ function M.exit(status)
   elseif status == -1 then
     r.error = true
   end
+  -- The chunk ends here; should a pcall catch this, what it says after is
+  -- dropped (in nginx, ngx.exit yields through the pcall and never returns).
+  r.exited = true
   error(EXIT, 0)
 end
 
