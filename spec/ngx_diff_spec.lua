@@ -57,6 +57,7 @@ local CASES = {
   { "handler error", "/error" },
   { "ctx in a thread", "/ctx" },
   { "sleep", "/sleep" },
+  { "a light thread's output", "/thread_output" },
   { "phase", "/phase" },
   { "utilities", "/utils" },
   { "regex", "/re?s=a1b22" },

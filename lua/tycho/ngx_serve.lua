@@ -44,6 +44,12 @@ end
 -- Runs the chunk for r; returns the tycho.http response.
 local function run(r, f)
   local ok, err = xpcall(f, on_error)
+  -- nginx finalizes a request once its light threads have ended too (what
+  -- they output is part of the response).
+  while (r.live or 0) > 0 do
+    r.waiter = r.waiter or core._waiter()
+    r.waiter:wait()
+  end
   if not ok and err ~= request.EXIT then
     log.error("ngx content handler failed", { method = r.req.method, path = r.req.path,
       reason = tostring(err) })

@@ -131,20 +131,38 @@ Thread.__tostring = function(t) return "thread: " .. tostring(t.pid) end
 function M.thread_spawn(f, ...)
   if type(f) ~= "function" then error("bad argument #1 to 'spawn' (function expected)", 2) end
   local parent = M.context()
-  local t = setmetatable({ parent = parent.pid, done = false }, Thread)
+  -- A request ends when its light threads have (lua/tycho/ngx_serve.lua),
+  -- as nginx finalizes a request only then: r.live counts them.
+  local r = parent.req
+  local t = setmetatable({ parent = parent.pid, done = false, r = r }, Thread)
   local args = pack(...)
+  if r then r.live = (r.live or 0) + 1 end
   local pid, err = fork(function()
     inherit(parent)
     t.results = pack(pcall(f, unpack(args, 1, args.n)))
     t.done = true
+    M.thread_gone(t)
     if not t.results[1] then
       tycho.log.error("ngx.thread: the thread failed", { reason = tostring(t.results[2]) })
     end
     if t.waiter then t.waiter:wake() end
   end)
-  if not pid then return nil, err end
+  if not pid then
+    M.thread_gone(t)
+    return nil, err
+  end
   t.pid = pid
   return t
+end
+
+-- A light thread of a request ended (or was killed): the request's
+-- handler may be waiting for the last one.
+function M.thread_gone(t)
+  local r = t.r
+  if not r then return end
+  t.r = nil
+  r.live = r.live - 1
+  if r.live == 0 and r.waiter then r.waiter:wake() end
 end
 
 local function take(t)
@@ -187,6 +205,7 @@ function M.thread_kill(t)
   -- Ends that fork alone, as if it had returned: tycho.kill would end the
   -- whole actor (core/lua/lexit.c finish).
   core._fork_cancel(t.pid)
+  M.thread_gone(t)
   return true
 end
 
