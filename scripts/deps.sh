@@ -31,6 +31,8 @@ PACKAGES=(
   # the OpenResty drivers' specs talk to real servers (the drivers themselves
   # come from scripts/fetch-debs.sh: never install lua-nginx-* here)
   redis-server memcached
+  # tycho.ngx: lua-nginx-dns against a real DNS server (spec/ngx_libs_spec.lua)
+  dnsmasq-base
   # the cluster: nats.c's headers to build (the library is loaded only when
   # a node joins a cluster), and nats-server for the specs and benchmarks
   libnats-dev nats-server

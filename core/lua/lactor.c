@@ -521,7 +521,7 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
   if (a->mbox.signals) {
     ty_msg *kill = lt_process_signals(a, la);
     if (kill) {
-      int r = lt_die_now(a, la, kill->data, kill->len);
+      int r = lt_end_by_signal(a, la, kill);
       ty_msg_free(kill);
       return r;
     }

@@ -28,6 +28,9 @@ enum {
   LT_SIG_LINK,                 /* from links itself to the receiver */
   LT_SIG_UNLINK,
   LT_SIG_MONITOR, /* from monitors the receiver */
+  /* core._fork_cancel: ends a fork as if it had returned; ref = the
+   * sender's actor, which must be the fork's own (lproc.c) */
+  LT_SIG_CANCEL,
 };
 
 /* Flags in ty_msg.aux. */
@@ -349,6 +352,8 @@ int lt_on_return(ty_actor *a, lt_actor *la);
 int lt_on_error(ty_actor *a, lt_actor *la);
 int lt_exited(ty_actor *a, lt_actor *la);
 int lt_die_now(ty_actor *a, lt_actor *la, const char *reason, size_t len);
+/* A signal ends the actor: a kill (lt_die_now) or a fork's cancel. */
+int lt_end_by_signal(ty_actor *a, lt_actor *la, ty_msg *m);
 /* Handles every signal in the mailbox; returns a message that kills the
  * actor (the caller frees it), or NULL. */
 ty_msg *lt_process_signals(ty_actor *a, lt_actor *la);

@@ -206,6 +206,14 @@ int lt_die_now(ty_actor *a, lt_actor *la, const char *reason, size_t len) {
   return TY_DONE;
 }
 
+/* A fork cancelled by its own actor ends quietly, as if it had returned:
+ * its actor goes on (ngx.thread.kill, lua/tycho/ngx_thread.lua). */
+int lt_end_by_signal(ty_actor *a, lt_actor *la, ty_msg *m) {
+  if (m->kind != LT_SIG_CANCEL) return lt_die_now(a, la, m->data, m->len);
+  finish(a, la, true, "normal", 6);
+  return TY_DONE;
+}
+
 int lt_memory_death(ty_actor *a, lt_actor *la) {
   if (ty__log_enabled(TY_LOG_ERROR)) {
     ty__logev e;
@@ -252,6 +260,8 @@ static bool handle_signal(ty_actor *a, lt_actor *la, ty_msg *m) {
     set_add(&lt_rare_get(la)->monitors, m->from);
     return false;
   case LT_SIG_KILL: return true;
+  case LT_SIG_CANCEL: /* only a fork, only from its own actor */
+    return la->parent != 0 && m->ref == la->parent;
   case LT_SIG_EXIT: {
     if (!la->rare || !set_remove(&la->rare->links, m->from))
       return false; /* unlinked */

@@ -240,6 +240,22 @@ static int l_kill(lua_State *L) {
   return 1;
 }
 
+/* core._fork_cancel(pid): ends a fork of the caller's actor as if it had
+ * returned, so that the actor goes on (a kill would end it: lexit.c
+ * finish). ngx.thread.kill uses it. A pid that is not such a fork is left
+ * alone (lexit.c handle_signal). */
+static int l_fork_cancel(lua_State *L) {
+  lt_cur c = lt_current(L, "_fork_cancel");
+  ty_pid to = lt_check_dest(L, 1, "_fork_cancel");
+  ty_pid root = lt_self_pid(c);
+  if (to == c.a->pid)
+    luaL_error(L, "_fork_cancel: a fork cannot cancel itself");
+  if (!to || to == root || lt_send_raw(to, LT_SIG_CANCEL, root, NULL, 0))
+    return lt_push_fail(L, "noproc");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* ---- stats -------------------------------------------------------------- */
 
 /* clang-format off */
@@ -304,13 +320,20 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg funcs[] = {
-    {"sleep", l_sleep},       {"now", l_now},
-    {"yield", l_yield},       {"fork", l_fork},
-    {"register", l_register}, {"whereis", l_whereis},
-    {"monitor", l_monitor},   {"link", l_link},
-    {"unlink", l_unlink},     {"trap_exit", l_trap_exit},
-    {"exit", l_exit},         {"kill", l_kill},
-    {"stats", l_stats},       {NULL, NULL}};
+static const luaL_Reg funcs[] = {{"sleep", l_sleep},
+                                 {"now", l_now},
+                                 {"yield", l_yield},
+                                 {"fork", l_fork},
+                                 {"register", l_register},
+                                 {"whereis", l_whereis},
+                                 {"monitor", l_monitor},
+                                 {"link", l_link},
+                                 {"unlink", l_unlink},
+                                 {"trap_exit", l_trap_exit},
+                                 {"exit", l_exit},
+                                 {"kill", l_kill},
+                                 {"stats", l_stats},
+                                 {"_fork_cancel", l_fork_cancel},
+                                 {NULL, NULL}};
 
 void lt_open_proc(lua_State *L) { luaL_register(L, NULL, funcs); }

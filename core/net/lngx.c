@@ -291,5 +291,6 @@ void lt_open_ngx(lua_State *L) {
   lua_newtable(L);
   luaL_register(L, NULL, ngx_funcs);
   lt_ngx_re_register(L);
+  lt_ngx_util_register(L);
   lua_setfield(L, -2, "_ngx");
 }

@@ -359,7 +359,8 @@ static void call_replace(lua_State *L, luaL_Buffer *b, int fidx,
   luaL_addvalue(b);
 }
 
-static int l_gsub(lua_State *L) {
+/* gsub (max 0: every match) and sub (max 1). */
+static int replace(lua_State *L, int max) {
   lua_settop(L, 4);
   size_t len, tl = 0;
   const char *s = luaL_checklstring(L, 1, &len);
@@ -388,6 +389,7 @@ static int l_gsub(lua_State *L) {
     else expand(L, &b, t, tl, code, s, ov, rc);
     count++;
     pos = ov[1];
+    if (count == max) break;
     if (ov[1] == ov[0]) { /* empty: keep one character and go on */
       if (pos >= len) break;
       luaL_addchar(&b, s[pos++]);
@@ -399,6 +401,9 @@ static int l_gsub(lua_State *L) {
   lua_pushinteger(L, count);
   return 2;
 }
+
+static int l_gsub(lua_State *L) { return replace(L, 0); }
+static int l_sub(lua_State *L) { return replace(L, 1); }
 
 /* nil, err (the message on top). */
 int lt_ngx_fail(lua_State *L) {
@@ -423,5 +428,7 @@ void lt_ngx_re_register(lua_State *L) {
   lua_setfield(L, -2, "match");
   lua_pushcfunction(L, l_gsub);
   lua_setfield(L, -2, "gsub");
+  lua_pushcfunction(L, l_sub);
+  lua_setfield(L, -2, "sub");
   lua_setfield(L, -2, "re");
 }

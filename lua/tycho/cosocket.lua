@@ -74,10 +74,15 @@ end
 
 -- ---- timeouts -----------------------------------------------------------------------
 
+-- As lua-nginx-module reads them (lua_tonumber, then a cast to an integer):
+-- anything that is not a number or a numeric string is 0, fractions are cut
+-- toward zero, and 0 is the default; negative, NaN or >= 2^31 raise.
+-- lua-resty-redis-connector passes a table and relies on getting 0.
 local function check_ms(v, name)
-  local n = tonumber(v)
-  if not n or n ~= n or n >= 2 ^ 31 then error("bad " .. name .. " value", 3) end
-  n = floor(n)
+  local n = tonumber(v) or 0
+  if n ~= n then error("bad " .. name .. " value", 3) end
+  n = n >= 0 and floor(n) or -floor(-n)
+  if n < 0 or n >= 2 ^ 31 then error("bad " .. name .. " value", 3) end
   return n > 0 and n or DEFAULT_TIMEOUT
 end
 
@@ -273,6 +278,15 @@ function Sock:connect(host, port, opts)
   return 1
 end
 
+-- A cosocket on a connection accepted elsewhere (ngx.req.socket(true):
+-- lua/tycho/ngx_request.lua); setkeepalive on it closes it.
+function M.wrap(c)
+  local s = M.socket()
+  c:settimeouts(s.tc / 1000, s.ts / 1000, s.tr / 1000)
+  s.c, s.reused = c, 0
+  return s
+end
+
 function Sock:getreusedtimes()
   if not self.c then return nil, "closed" end
   return self.reused
@@ -281,6 +295,10 @@ end
 function Sock:setkeepalive(idle_ms, size)
   local c = self.c
   if not c then return nil, "closed" end
+  if not self.key then -- M.wrap's: not ours to pool
+    drop(self)
+    return nil, "raw request socket cannot be kept alive"
+  end
   if idle_ms ~= nil then
     idle_ms = tonumber(idle_ms)
     if not idle_ms then error("bad argument #1 to 'setkeepalive' (number expected)", 2) end

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bench/ngx_clients.sh - resty.dns queries/s (against dnsmasq) and
+# resty.redis GETs/s (against redis-server) from the same content code
+# (bench/lua/ngx_clients.lua, 16 light threads in one request) under
+# OpenResty (Debian nginx + lua-nginx-module, 1 worker process) and under
+# tycho.ngx.serve (the request's threads are forks on one worker),
+# alternated RUNS times. Prints RESULT lines and the load (uptime).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+RUNS=${RUNS:-3}
+N=${N:-20000}
+DEBS=$ROOT/build/debs
+TMPD=$(mktemp -d /tmp/ngxclients.XXXXXX)
+PIDS=""
+cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; sleep 0.2; rm -rf "$TMPD"; }
+trap cleanup EXIT
+
+scripts/fetch-debs.sh nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 \
+  lua-resty-core lua-resty-lrucache lua-nginx-dns lua-nginx-redis >/dev/null ||
+  { echo "# fetch-debs failed"; exit 1; }
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+LIBS="$DEBS/lua-nginx-dns/usr/share/lua/5.1/?.lua;$DEBS/lua-nginx-redis/usr/share/lua/5.1/?.lua"
+
+DPORT=$(port)
+dnsmasq -k -u root --port="$DPORT" --listen-address=127.0.0.1 --bind-interfaces --no-resolv \
+  --no-hosts --conf-file=/dev/null --local=/test/ --host-record=host.test,10.9.8.7 \
+  --cache-size=1000 >"$TMPD/dnsmasq.log" 2>&1 &
+PIDS="$PIDS $!"
+RPORT=$(port)
+redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMPD" \
+  --loglevel warning >"$TMPD/redis.log" 2>&1 &
+PIDS="$PIDS $!"
+
+OPORT=$(port)
+mkdir -p "$TMPD/o/tmp"; chmod 755 "$TMPD" "$TMPD/o"
+cat >"$TMPD/o/nginx.conf" <<CONF
+load_module $DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules/ndk_http_module.so;
+load_module $DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules/ngx_http_lua_module.so;
+worker_processes 1;
+daemon off;
+master_process on;
+pid $TMPD/o/nginx.pid;
+error_log stderr warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  default_type text/plain;
+  client_body_temp_path $TMPD/o/tmp; proxy_temp_path $TMPD/o/tmp; fastcgi_temp_path $TMPD/o/tmp;
+  uwsgi_temp_path $TMPD/o/tmp; scgi_temp_path $TMPD/o/tmp;
+  lua_package_path "$LIBS;$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;;";
+  server {
+    listen 127.0.0.1:$OPORT;
+    location / { content_by_lua_file $ROOT/bench/lua/ngx_clients.lua; }
+  }
+}
+CONF
+LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu \
+  "$DEBS/nginx/usr/sbin/nginx" -p "$TMPD/o" -c "$TMPD/o/nginx.conf" -e stderr >"$TMPD/o/log" 2>&1 &
+PIDS="$PIDS $!"
+
+TPORT=$(port)
+cat >"$TMPD/main.lua" <<LUA
+package.path = "$LIBS;$ROOT/bench/lua/?.lua;" .. package.path
+require("tycho.ngx").serve{ port = $TPORT, content = "ngx_clients" }
+LUA
+build/bin/tycho --workers 2 "$TMPD/main.lua" >"$TMPD/t.log" 2>&1 &
+PIDS="$PIDS $!"
+
+for p in $OPORT $TPORT; do
+  for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$p/?what=none" && break; sleep 0.05; done
+done
+redis-cli -p "$RPORT" set bench value >/dev/null 2>&1 ||
+  printf 'SET bench value\r\n' | timeout 2 bash -c "cat > /dev/tcp/127.0.0.1/$RPORT"
+
+echo "# ngx_clients: $(date -u +%FT%TZ) nproc=$(nproc) n=$N uptime:$(uptime)"
+for what in dns redis; do
+  port=$DPORT; [ $what = redis ] && port=$RPORT
+  # warm-up (JIT, pools), not counted
+  for p in $OPORT $TPORT; do curl -s "http://127.0.0.1:$p/?what=$what&port=$port&n=2000" >/dev/null; done
+  for run in $(seq 1 "$RUNS"); do
+    for who in openresty tycho; do
+      p=$OPORT; [ $who = tycho ] && p=$TPORT
+      r=$(curl -s --max-time 120 "http://127.0.0.1:$p/?what=$what&port=$port&n=$N")
+      echo "RESULT $what $who run=$run ${r:-FAILED} q/s"
+    done
+  done
+done
+echo "# after: uptime:$(uptime)"
