@@ -121,7 +121,7 @@ local OPTIONS = {
   header_timeout = true, body_timeout = true, idle_timeout = true,
   send_timeout = true, max_connections = true, server = true,
   default_type = true, tls = true, busy_timeout = true,
-  max_connections_per_ip = true,
+  max_connections_per_ip = true, errors = true, trust_proxy = true,
 }
 
 -- Through the event log (tycho.log): one line per event, never blocking.
@@ -142,6 +142,7 @@ end
 
 -- The handler moves to every worker (lua/tycho/http_handler.lua).
 local handler_spec = require "tycho.http_handler"
+local stream = require "tycho.http_stream"
 
 -- ---- a connection ---------------------------------------------------------------
 
@@ -154,7 +155,7 @@ local function handler_traceback(e) return traceback(text(e), 2) end
 -- client's sake: every way out returns; "linger" when the server's last
 -- response ended the connection (the client may still be sending), "taken"
 -- and a function when the handler of an upgrade request took it over.
-local function converse(c, p, handler, A)
+local function converse(c, p, handler, A, peer)
   local read_some, write = c.read_some, c.write
   hc.behind(c) -- responses go out with the worker's next wait (io_uring)
   local tmo = timeout(p)
@@ -175,6 +176,8 @@ local function converse(c, p, handler, A)
         if req == false then return "linger" end
         break
       end
+      req.remote_addr, req.remote_port, req.scheme = peer[1], peer[2], peer[3]
+      if A.trust_proxy then stream.proxied(req) end
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
       if A.draining then hc.last(p) end -- a graceful stop: Connection: close
@@ -183,9 +186,12 @@ local function converse(c, p, handler, A)
         if out and not write(c, out) then return nil end
         return "taken", res, req
       end
-      local nreq, err
-      out, nreq, tmo, err = respond(p, ok, res, body)
+      local nreq, err, streamed
+      out, nreq, tmo, err, streamed = respond(p, ok, res, body)
       if err then log_failure(req, err) end
+      if streamed then -- the body follows the head (lua/tycho/http_stream.lua)
+        out, nreq, tmo = stream.send(c, p, out, type(res) == "table" and res.body or body, req)
+      end
       req = nreq
     end
   end
@@ -325,7 +331,8 @@ local function serve_conn(c, A, handler)
   end
   c:settimeouts(nil, A.send_timeout, nil)
   local p = hc.parser(A.cfg, c)
-  local ok, how, fn, req = pcall(converse, c, p, handler, A)
+  local ip, port = c:getpeername()
+  local ok, how, fn, req = pcall(converse, c, p, handler, A, { ip, port, A.scheme })
   if not ok then log.error("http connection failed", { reason = text(how) }) end
   if how == "linger" then linger(c) end
   if how == "taken" then hand_over(c, fn, req) end
@@ -365,11 +372,13 @@ end
 -- share (the config, the gauge, its reaper and the other acceptors').
 function http._acceptor(l, spec, opts, gauge, supervisor, max)
   local handler = with_args(handler_spec.unpack(spec), opts.args)
+  if opts.errors then opts.errors = handler_spec.unpack(opts.errors) end
   local busy = opts.busy_timeout or 5
   if busy < 0 or busy == math.huge then busy = -1 end
   local A = { cfg = hc.config(opts), gauge = gauge, max = max, pressure = false,
     per_ip = opts.max_connections_per_ip ~= nil, send_timeout = opts.send_timeout or 60,
-    busy = busy, peers = {}, turn = 0, conns = 0, draining = false }
+    busy = busy, peers = {}, turn = 0, conns = 0, draining = false,
+    trust_proxy = opts.trust_proxy == true, scheme = opts.tls and "https" or "http" }
   local fork = tycho.fork
   A.reaper = fork(reaper, A)
   tycho.send(supervisor, "ready", tycho.self(), A.reaper)
@@ -533,6 +542,7 @@ local function start(opts, fname)
   if not l then return nil, err end
   local workers = tycho.stats().workers
   local o = plain_options(opts)
+  if opts.errors then o.errors = handler_spec.pack(opts.errors, fname, "errors hook") end
   local s = setmetatable({ listener = l, spec = spec, opts = o, open = true, by_pid = {} }, Server)
   s.host, s.port = l:getsockname()
   s.max = opts.max_connections or 512 * workers
