@@ -91,6 +91,17 @@ static int l_file_open(lua_State *L) {
   return 3;
 }
 
+/* realpath(path) -> the absolute path, symlinks resolved | nil, "notfound" */
+static int l_realpath(lua_State *L) {
+  size_t pl;
+  const char *path = luaL_checklstring(L, 1, &pl);
+  char *real = memchr(path, '\0', pl) ? NULL : realpath(path, NULL);
+  if (!real) return notfound(L);
+  lua_pushstring(L, real);
+  free(real);
+  return 1;
+}
+
 static int l_sendfile(lua_State *L) {
   lt_conn *c = lt_conn_test(L, 1);
   hfile *f = check_file(L, 2);
@@ -174,6 +185,7 @@ void lt_open_http_file(lua_State *L) {
                                    {"file_read", l_file_read},
                                    {"file_close", l_file_close},
                                    {"file_range", l_file_range},
+                                   {"realpath", l_realpath},
                                    {NULL, NULL}};
   luaL_register(L, NULL, funcs); /* into the table on top (_http) */
 }
