@@ -66,6 +66,9 @@ static int l_respond(lua_State *L) {
   hparser *p = check_parser(L);
   if (!p->ready) return luaL_error(L, "tycho.http: respond without a request");
   p->ready = false;
+  /* A streamed body not read to its end: the connection closes after
+   * this response (lhttp_body.c). */
+  if (p->body_open || (p->body_stream && p->status)) p->keepalive = false;
   size_t mark = p->out_len;
   const char *err = NULL;
   if (!lua_toboolean(L, 2)) {
@@ -330,6 +333,7 @@ static int l_config(lua_State *L) {
       opt_line(L, "server", "tycho", "Server", c.server, sizeof c.server);
   c.ctype_len = opt_line(L, "default_type", "text/plain", "Content-Type",
                          c.ctype, sizeof c.ctype);
+  c.stream_over = opt_num(L, "stream_body_over", -1, -1, 1e15, true);
   c.errors_ref = LUA_NOREF;
   lua_getfield(L, 1, "errors");
   if (lua_isfunction(L, -1)) c.errors_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -425,5 +429,6 @@ void lt_open_http(lua_State *L) {
   lua_createtable(L, 64, 0); /* method names */
   luaL_openlib(L, NULL, funcs, UV_COUNT);
   lt_open_http_file(L);
+  lt_open_http_body(L);
   lua_setfield(L, -2, "_http");
 }

@@ -94,6 +94,7 @@ typedef struct hcfg {
   char ctype[MAX_TEXT + 24];  /* "Content-Type: ...\r\n" or "" */
   uint8_t server_len, ctype_len;
   int errors_ref; /* the errors hook (registry), or LUA_NOREF */
+  double stream_over; /* bodies longer (or chunked) are streamed; < 0: never */
 } hcfg;
 
 typedef struct hparser {
@@ -121,6 +122,11 @@ typedef struct hparser {
   uint32_t nh, nhead, hcap;
   char *body;
   size_t body_len, body_cap;
+  uint64_t body_total; /* the body's bytes so far (max_body) */
+  /* A streamed body (cfg->stream_over): the request went out at the end of
+   * its head; body[body_off..body_len) waits for req:read (lhttp_body.c). */
+  bool body_stream, body_open;
+  size_t body_off;
   int status; /* the error response a limit asked for (431, 413, 505) */
   uint8_t method, minor;
   bool keepalive, upgrade; /* upgrade: the connection leaves HTTP after it */
@@ -203,6 +209,13 @@ void lt_http_put_error(lua_State *L, hparser *p, int status, bool keep);
 /* The handler's response res (at ri; body at bi): NULL, or why it is not
  * one (nothing written then). */
 const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi);
+
+/* ---- lhttp_body.c -------------------------------------------------------- */
+
+/* At the end of a head: whether its body is streamed (then the request
+ * goes out now; *pause set). */
+bool lt_http_body_begin(hparser *p);
+void lt_open_http_body(lua_State *L);
 
 /* ---- lhttp_file.c -------------------------------------------------------- */
 

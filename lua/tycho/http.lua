@@ -122,6 +122,7 @@ local OPTIONS = {
   send_timeout = true, max_connections = true, server = true,
   default_type = true, tls = true, busy_timeout = true,
   max_connections_per_ip = true, errors = true, trust_proxy = true,
+  stream_body_over = true,
 }
 
 -- Through the event log (tycho.log): one line per event, never blocking.
@@ -159,6 +160,7 @@ local function converse(c, p, handler, A, peer)
   local read_some, write = c.read_some, c.write
   hc.behind(c) -- responses go out with the worker's next wait (io_uring)
   local tmo = timeout(p)
+  local function read_body(_, n) return stream.read(c, p, n) end
   while true do
     local data, rerr = read_some(c, READ_MAX, tmo)
     if not data then
@@ -177,6 +179,7 @@ local function converse(c, p, handler, A, peer)
         break
       end
       req.remote_addr, req.remote_port, req.scheme = peer[1], peer[2], peer[3]
+      req.read = read_body
       if A.trust_proxy then stream.proxied(req) end
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end

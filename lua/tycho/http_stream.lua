@@ -93,6 +93,26 @@ function M.send(c, p, out, body, req)
   return hc.stream_end(p, ok)
 end
 
+--- req:read([n]) on connection c (parser p): up to n bytes (65536) of the
+-- request's body, nil at its end, or nil, "timeout" | "closed" | "toolarge"
+-- | "badbody" (core/net/lhttp_body.c).
+function M.read(c, p, n)
+  if n == nil then n = 65536 end
+  if type(n) ~= "number" or n ~= n or n < 1 then
+    error("tycho.http: req:read(n) wants a byte count >= 1", 3)
+  end
+  while true do
+    local s, state, out = hc.body_take(p, n)
+    if s then return s end
+    if state == "done" then return nil end
+    if state ~= "more" then return nil, state end
+    if out and not c:write(out) then return nil, "closed" end
+    local data, err = c:read_some(65536, hc.timeout(p))
+    if not data then return nil, err == "timeout" and "timeout" or "closed" end
+    hc.body_feed(p, data)
+  end
+end
+
 --- serve{trust_proxy = true}: the client is the first address of
 -- X-Forwarded-For, the scheme X-Forwarded-Proto's first value.
 function M.proxied(req)
