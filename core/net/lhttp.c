@@ -27,7 +27,12 @@ static void push_out(lua_State *L, hparser *p) {
 
 /* The common end of feed and respond: out, req|nil|false, tmo. */
 static int step(lua_State *L, hparser *p, int r) {
-  if (r == ADV_ERR) lt_http_put_error(L, p, p->status, false);
+  /* The refused request's method is not known (p->method is still the
+   * last request's: after a HEAD the error would lose its body). */
+  if (r == ADV_ERR) {
+    p->method = HTTP_GET;
+    lt_http_put_error(L, p, p->status, false);
+  }
   if (r == ADV_NEED && p->expect && !p->continued && p->head_done) {
     p->continued = true; /* the client waits for this before the body */
     OUT_LIT(p, "HTTP/1.1 100 Continue\r\n\r\n");
