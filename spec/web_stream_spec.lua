@@ -147,7 +147,8 @@ for _, io in ipairs(IO.names) do
           return ("%s %d %d %d"):format(tostring(req.body), n, pieces, biggest)
         end }, function(port)
         local url = "http://127.0.0.1:" .. port .. "/"
-        local big = tycho.http.request{ url = url, method = "POST", body = string.rep("u", 3 * 2^20) }
+        local big = tycho.http.request{ url = url, method = "POST",
+          body = string.rep("u", 3 * 2^20) }
         local small = tycho.http.request{ url = url, method = "POST", body = "tiny" }
         local C = require "support.http_client"
         local c = C.connect(port)

@@ -342,8 +342,10 @@ static int l_config(lua_State *L) {
   c.errors_ref = LUA_NOREF;
   lua_getfield(L, 1, "errors");
   if (lua_isfunction(L, -1)) c.errors_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  else if (!lua_isnil(L, -1) && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
-    return luaL_error(L, "tycho.http: errors must be a function(status, reason)");
+  else if (!lua_isnil(L, -1) &&
+           !(lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
+    return luaL_error(L,
+                      "tycho.http: errors must be a function(status, reason)");
   else lua_pop(L, 1);
   hcfg *u = lua_newuserdata(L, sizeof *u);
   *u = c;

@@ -93,7 +93,7 @@ typedef struct hcfg {
   char server[MAX_TEXT + 16]; /* "Server: tycho\r\n" or "" */
   char ctype[MAX_TEXT + 24];  /* "Content-Type: ...\r\n" or "" */
   uint8_t server_len, ctype_len;
-  int errors_ref; /* the errors hook (registry), or LUA_NOREF */
+  int errors_ref;     /* the errors hook (registry), or LUA_NOREF */
   double stream_over; /* bodies longer (or chunked) are streamed; < 0: never */
 } hcfg;
 
@@ -137,7 +137,7 @@ typedef struct hparser {
   bool streaming; /* the body is a function or a file: it follows the head */
   bool chunked;   /* ... in chunks (a function's, HTTP/1.1) */
   double flen;    /* ... a file's length */
-  char *scratch; /* lower-cased header names */
+  char *scratch;  /* lower-cased header names */
   size_t scratch_cap;
   /* For tycho.observe's figures (lhttp_stats.c): when the request was
    * complete (lt_ticks), the status of the last response put. */

@@ -54,10 +54,11 @@ end)
 app:get("/stats", function() return web.json(tycho.call("links", "stats")) end)
 app:websocket("/ws", function(ws) -- an actor per connection
   tycho.send("links", "watch", tycho.self())
-  tycho.fork(function() while ws:recv() do end tycho.exit() end) -- ends with the socket
+  ws:forward() -- the socket's messages come as ("WS", data, kind) too
   while true do
-    local _, code, url = tycho.recv()
-    ws:send(tycho.json.encode{ code = code, url = url })
+    local tag, a, b = tycho.recv()
+    if tag == "WS" and a == nil then return end -- the client closed
+    if tag == "link" then ws:send(tycho.json.encode{ code = a, url = b }) end
   end
 end)
 

@@ -14,7 +14,12 @@
 -- are copied to the workers like a message), tls ({cert=, key=}: HTTPS,
 -- ALPN http/1.1), the limits below, server
 -- ("tycho": the Server header; false: none), default_type ("text/plain":
--- Content-Type when the handler gives none; false: none). An unknown option or a bad value raises.
+-- Content-Type when the handler gives none, to a response with a body; false:
+-- none), errors (function(status, reason) -> a response: the server's own
+-- 400/408/413/431/500/503/505 answers; it cannot yield; a failure keeps the
+-- plain one), trust_proxy (X-Forwarded-For/-Proto give remote_addr/scheme),
+-- stream_body_over (bytes: a longer or chunked request body is read with
+-- req:read(n) instead of req.body). An unknown option or a bad value raises.
 --
 -- handler(req) gets a table
 --   req.method   "GET", "POST", ...
@@ -28,12 +33,17 @@
 --                when none); never merged into req.headers
 --   req.upgrade  true for an Upgrade request (with Connection: upgrade) or
 --                a CONNECT: the last request parsed on its connection
+--   req.remote_addr, req.remote_port  the peer of the connection
+--   req.scheme   "http" | "https"
+--   req:read([n]) up to n bytes of the body | nil at its end | nil, err
+--                (lua/tycho/http_stream.lua; stream_body_over)
 -- and returns {status=, headers=, body=} (status 200 by default; a header
 -- value may be an array of strings, one line each), or status, body, or a
 -- body string. Content-Length, Date and Server are added (Content-Type:
 -- default_type unless given); Content-Length and Transfer-Encoding given by
 -- the handler are dropped (the framing is the server's); HEAD gets the
--- headers only, 204 and 304 no body. The connection stays open unless the
+-- headers only, 204 and 304 no body. A body that is a function(write) is
+-- streamed chunked (lua/tycho/http_stream.lua). The connection stays open unless the
 -- request (HTTP/1.0 without keep-alive, Connection: close, an upgrade) or
 -- the handler (a Connection: close header) says otherwise. Pipelined
 -- requests are answered in order; the responses to those already received

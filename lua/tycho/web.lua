@@ -107,7 +107,7 @@ local function new_node() return { static = {} } end
 
 --- A new router (a tycho.http handler).
 function web.router()
-  return setmetatable({ root = new_node(), mws = {}, list = {}, n = 0 }, Router)
+  return setmetatable({ root = new_node(), mws = {}, list = {}, n = 0, exact = {} }, Router)
 end
 
 -- "/a/:b/*c" -> {"a", ":b", "*c"}; "/" -> {""}.
@@ -155,6 +155,9 @@ local function insert(self, r)
     node.order = node.order or {}
     node.order[#node.order + 1] = m
   end
+  -- A path of static segments only is the most specific match there is:
+  -- dispatch finds it in one lookup (exact[path] is its node).
+  if next(names) == nil and not p:find("%", 1, true) then self.exact[p] = node end
 end
 
 local METHOD = "^[!#$%%&'*+%-.^_`|~%w]+$"
@@ -201,7 +204,9 @@ end
 --- app:websocket(path, f [, opts]): a GET route answering the upgrade with
 -- require("tycho.websocket").accept(req, f, opts).
 function Router:websocket(path, f, opts)
-  if type(f) ~= "function" then error("tycho.web: a websocket handler must be a function(ws, req)", 2) end
+  if type(f) ~= "function" then
+    error("tycho.web: a websocket handler must be a function(ws, req)", 2)
+  end
   return add(self, { kind = "websocket", method = "GET", pattern = path, fn = f, data = opts })
 end
 
@@ -264,11 +269,20 @@ end
 -- The innermost step: match, then call the route.
 local function dispatch(self, req)
   local path = req.path
+  local node = self.exact[path]
+  if node then
+    local m = req.method
+    local route = node.routes[m] or (m == "HEAD" and node.routes.GET)
+    if route then
+      req.params, req.route = {}, route.pattern
+      return normalize(route.run(req, route))
+    end
+  end
   local segs, n = split(path)
   for i = 1, n do segs[i] = wreq.pathdecode(segs[i]) end
   local method, route = req.method, nil
   local caps = {}
-  walk(self.root, segs, 1, n, function(node, c)
+  walk(self.root, segs, 1, n, function(node)
     route = node.routes[method] or (method == "HEAD" and node.routes.GET) or nil
     return route ~= nil
   end, caps)

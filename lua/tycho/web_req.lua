@@ -100,7 +100,9 @@ function M.multipart(body, ctype)
     local e = at + #delim -- after the delimiter
     if sub(body, e, e + 1) == "--" then return t end
     local ls = find(body, "\r\n", e, true)
-    if not ls or body:sub(e, ls - 1):find("[^ \t]") then M.bad_request("bad multipart delimiter line") end
+    if not ls or body:sub(e, ls - 1):find("[^ \t]") then
+      M.bad_request("bad multipart delimiter line")
+    end
     local he = find(body, "\r\n\r\n", ls, true)
     if not he or he - ls > MAX_PART_HEAD then M.bad_request("bad multipart part head") end
     local name, filename, pctype
@@ -164,6 +166,10 @@ local ReqMT = {
       local c = M.parse_cookies(req.headers.cookie)
       rawset(req, "cookies", c)
       return c
+    elseif k == "query" then -- a request without one
+      local q = {}
+      rawset(req, "query", q)
+      return q
     end
     return Req[k]
   end,
@@ -175,7 +181,7 @@ local parse_query = http.parse_query
 function M.wrap(req)
   if getmetatable(req) == ReqMT then return req end
   local q = req.query
-  if type(q) ~= "table" then
+  if type(q) == "string" then
     req.raw_query = q
     req.query = parse_query(q)
   end

@@ -75,7 +75,8 @@ end
 
 -- An IMF-fixdate -> seconds since the epoch, or nil.
 local function parse_date(s)
-  local d, mon, y, h, mi, sec = s:match("^%a+, (%d%d) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT$")
+  local d, mon, y, h, mi, sec =
+    s:match("^%a+, (%d%d) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT$")
   local m = MONTHS[mon or ""]
   if not m then return nil end
   return days(tonumber(y), m, tonumber(d)) * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60
