@@ -232,8 +232,8 @@ for _, io in ipairs(IO.names) do
         local fail = C.get(port, "/")
         return { bad, big, fail }
       end, { max_body_size = 10, errors = function(status, reason)
-        return { headers = { ["Content-Type"] = "application/json" },
-          body = require("tycho.json").encode{ error = status, reason = reason } }
+        -- web.json says 200: the answer keeps the server's status
+        return require("tycho.web").json{ error = status, reason = reason }
       end })
       assert.equal(400, r[1].status)
       assert.equal("application/json", r[1].headers["content-type"])
@@ -243,6 +243,25 @@ for _, io in ipairs(IO.names) do
       assert.same({ error = 413, reason = "Payload Too Large" }, dec(r[2].body))
       assert.equal(500, r[3].status)
       assert.same({ error = 500, reason = "Internal Server Error" }, dec(r[3].body))
+    end)
+
+    it("answers a router's 404 and 405 through the errors hook", function()
+      local r = with_app(io, function()
+        local app = require("tycho.web").router()
+        app:get("/a", function() return "a" end)
+        return app
+      end, function(port)
+        return { get(port, "/nope"), get(port, "/a", "POST"), get(port, "/a") }
+      end, { errors = function(status, reason)
+        return require("tycho.web").json({ error = status, reason = reason })
+      end })
+      local dec = require("tycho.json").decode
+      assert.equal(404, r[1].status)
+      assert.same({ error = 404, reason = "Not Found" }, dec(r[1].body))
+      assert.equal(405, r[2].status)
+      assert.equal("GET, HEAD", r[2].headers.allow)
+      assert.same({ error = 405, reason = "Method Not Allowed" }, dec(r[2].body))
+      assert.equal("a", r[3].body)
     end)
 
     it("refuses route functions with upvalues other than modules", function()

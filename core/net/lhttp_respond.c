@@ -333,8 +333,8 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
 
 /* The server's own answer (an error, a limit) through the errors hook of
  * tycho.http.serve: errors(status, reason) -> res, serialized as a
- * handler's response would be (its status defaults to status; the
- * connection ends after it unless keep). The hook runs inside this C call,
+ * handler's response would be (with status as its status; the connection
+ * ends after it unless keep). The hook runs inside this C call,
  * so it cannot yield; one that fails, yields or returns no response (or a
  * streamed body) leaves the plain answer. */
 void lt_http_put_error(lua_State *L, hparser *p, int status, bool keep) {
@@ -352,19 +352,20 @@ void lt_http_put_error(lua_State *L, hparser *p, int status, bool keep) {
   const char *err = "the errors hook failed";
   if (lua_pcall(L, 2, 1, 0) == 0) {
     err = NULL;
-    if (lua_istable(L, -1)) {
+    if (lua_istable(L, -1)) { /* the status stays ours (web.json says 200) */
       lua_pushvalue(L, UV(UV_STATUS));
-      lua_rawget(L, -2);
-      bool none = lua_isnil(L, -1);
-      lua_pop(L, 1);
-      if (none) {
-        lua_pushvalue(L, UV(UV_STATUS));
-        lua_pushinteger(L, status);
-        lua_rawset(L, -3);
-      }
+      lua_pushinteger(L, status);
+      lua_rawset(L, -3);
+    } else if (lua_isnumber(L, -1)) {
+      err = "a status alone";
     }
     if (!keep) p->keepalive = false;
-    err = lt_http_put_response(L, p, top + 2, top + 1);
+    if (!err && lua_type(L, -1) == LUA_TSTRING) { /* a body: status, body */
+      lua_pushinteger(L, status);
+      err = lt_http_put_response(L, p, top + 3, top + 2);
+    } else if (!err) {
+      err = lt_http_put_response(L, p, top + 2, top + 1);
+    }
     if (!err && p->streaming) err = "a streamed body";
   }
   lua_settop(L, top);

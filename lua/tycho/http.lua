@@ -384,8 +384,8 @@ end
 -- without upvalues that requires this module). A: what its connections
 -- share (the config, the gauge, its reaper and the other acceptors').
 function http._acceptor(l, spec, opts, gauge, supervisor, max)
-  local handler = with_args(handler_spec.unpack(spec), opts.args)
   if opts.errors then opts.errors = handler_spec.unpack(opts.errors) end
+  local handler = with_args(handler_spec.unpack(spec, opts), opts.args)
   local busy = opts.busy_timeout or 5
   if busy < 0 or busy == math.huge then busy = -1 end
   local A = { cfg = hc.config(opts), gauge = gauge, max = max, pressure = false,

@@ -80,7 +80,8 @@ function M.pack(h, fname, what)
   return M.pack_function(h, fname, what, 3)
 end
 
-function M.unpack(spec)
+-- opts: the server's options on this worker (a router takes its errors hook).
+function M.unpack(spec, opts)
   if spec.module then
     -- Each request takes the module's current value: tycho.reload replaces
     -- package.loaded[name] on every worker, and new requests use it.
@@ -92,7 +93,7 @@ function M.unpack(spec)
       return f(...)
     end
   end
-  if spec.factory then return require(spec.factory)._unpack(spec.data) end
+  if spec.factory then return require(spec.factory)._unpack(spec.data, opts) end
   return M.unpack_function(spec)
 end
 

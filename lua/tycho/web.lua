@@ -13,7 +13,8 @@
 -- before a *rest; equal ones by order of addition. A trailing slash is a
 -- different path. Segments are percent-decoded before matching (a "+"
 -- stays a "+"), so params are decoded. A path no route matches: 404; one
--- that routes of other methods match: 405 with Allow. HEAD takes the GET
+-- that routes of other methods match: 405 with Allow (both through
+-- serve{errors = f} when the server has that hook). HEAD takes the GET
 -- route when it has none of its own (tycho.http sends the head only).
 --
 -- Middleware runs in order of use around the matched handler, and around
@@ -267,6 +268,21 @@ local function normalize(res, body)
 end
 
 -- The innermost step: match, then call the route.
+-- The router's own 404 and 405: through the server's errors hook when it
+-- has one (serve{errors = f}), as the server's own answers are.
+local function refusal(self, status, reason)
+  local hook = self.errors
+  if hook then
+    local ok, res = pcall(hook, status, reason)
+    if ok and type(res) == "table" and type(res.body) ~= "function" then
+      res.status = status -- the answer stays a 404 / 405 (web.json says 200)
+      res.headers = res.headers or {}
+      return res
+    end
+  end
+  return { status = status, headers = { ["Content-Type"] = "text/plain" }, body = reason .. "\n" }
+end
+
 local function dispatch(self, req)
   local path = req.path
   local node = self.exact[path]
@@ -288,11 +304,10 @@ local function dispatch(self, req)
   end, caps)
   if not route then
     local allow = allow_of(self, segs, n)
-    if #allow == 0 then
-      return { status = 404, headers = { ["Content-Type"] = "text/plain" }, body = "Not Found\n" }
-    end
-    return { status = 405, headers = { Allow = table.concat(allow, ", "),
-      ["Content-Type"] = "text/plain" }, body = "Method Not Allowed\n" }
+    if #allow == 0 then return refusal(self, 404, "Not Found") end
+    local res = refusal(self, 405, "Method Not Allowed")
+    res.headers.Allow = table.concat(allow, ", ")
+    return res
   end
   req.params = params_of(route, segs, n, caps)
   req.route = route.pattern
@@ -370,8 +385,9 @@ function Router:_tycho_pack(fname)
   return { routes = routes, mws = mws }
 end
 
-function web._unpack(data)
+function web._unpack(data, opts)
   local app = web.router()
+  app.errors = opts and opts.errors
   for _, r in ipairs(data.routes) do
     r.fn = r.fn and pack.unpack_function(r.fn)
     add(app, r)
