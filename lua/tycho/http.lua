@@ -17,7 +17,8 @@
 -- Content-Type when the handler gives none, to a response with a body; false:
 -- none), errors (function(status, reason) -> a response or a body: the
 -- server's own 400/408/413/431/500/503/505 answers, whose status it keeps;
--- it cannot yield; a failure keeps the plain answer), trust_proxy (X-Forwarded-For/-Proto give remote_addr/scheme),
+-- it cannot yield; a failure keeps the plain answer), trust_proxy
+-- (X-Forwarded-For/-Proto give remote_addr/scheme),
 -- stream_body_over (bytes: a longer or chunked request body is read with
 -- req:read(n) instead of req.body). An unknown option or a bad value raises.
 --
