@@ -52,7 +52,9 @@ LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w
 # workload (/work/shared/peers/erlang/bench.erl), so they are not asked;
 # PEERS=1 runs our own Erlang counterpart (bench/erlang/gen_server.sh).
 SERVER_LUA_WORKLOADS="memory_server server_call"
-SERVER_WORKLOADS="http https http_client cluster"   # https, http_client: bench/net.sh
+SERVER_WORKLOADS="http https http_client cluster web"   # https, http_client: bench/net.sh
+# web: bench/web.sh (a tycho.web router vs the bare handler, app:static vs
+# nginx's static serving), its own lines in the summary.
 
 BUILD=${BUILD:-build}
 CBENCH=$ROOT/$BUILD/cbench
@@ -420,6 +422,7 @@ for w in $WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS; do
     if [ "$w" = https ]; then run_https; continue; fi
     if [ "$w" = http_client ]; then run_http_client; continue; fi
     if [ "$w" = cluster ]; then run_cluster; continue; fi
+    if [ "$w" = web ]; then RUNS=$RUNS bench/web.sh; continue; fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done

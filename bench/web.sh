@@ -19,6 +19,9 @@ cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$TMPD"; }
 trap cleanup EXIT
 
 head -c 1048576 /dev/urandom > "$TMPD/big.bin"
+# nginx's workers (as root: user nobody) read it too.
+chmod 755 "$TMPD"
+chmod 644 "$TMPD/big.bin"
 
 # start_tycho <mode> -> sets PORT
 start_tycho() {
@@ -33,7 +36,12 @@ start_tycho() {
   SERVER_PID=$pid
 }
 
-rps() { wrk -t2 -c64 -d"${D}s" "$1" | awk '/^Requests\/sec/ {printf "%d", $2}'; }
+# Requests/s of wrk against $1; nothing when any answer was not a 2xx (a
+# server that is not the one we meant).
+rps() {
+  wrk -t2 -c64 -d"${D}s" "$1" | awk '/Non-2xx/ {bad = 1} /^Requests\/sec/ {r = $2}
+    END { if (!bad) printf "%d", r }'
+}
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -50,7 +58,7 @@ NGINX=$(scripts/fetch-debs.sh nginx 2>/dev/null | head -1)/usr/sbin/nginx
 NG_PORT=""
 if [ -x "$NGINX" ]; then
   mkdir -p "$TMPD/ng/tmp" "$TMPD/ng/logs"
-  NG_PORT=$((20000 + RANDOM % 20000))
+  NG_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   cat > "$TMPD/ng/nginx.conf" <<CONF
 daemon off;
 worker_processes $WORKERS;
@@ -74,8 +82,17 @@ http {
 CONF
   "$NGINX" -p "$TMPD/ng" -c "$TMPD/ng/nginx.conf" 2>"$TMPD/ng/start.err" &
   PIDS="$PIDS $!"
-  sleep 0.5
+  for _ in $(seq 1 100); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NG_PORT/s/big.bin")
+    [ "$code" = 200 ] && break
+    sleep 0.1
+  done
+  if [ "$code" != 200 ]; then echo "# nginx did not start: $(cat "$TMPD/ng/start.err")"; NG_PORT=""; fi
 fi
+for p in "$BARE/" "$ROUTER/" "$STATIC/s/big.bin"; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p")
+  [ "$code" = 200 ] || { echo "# http://127.0.0.1:$p answers $code"; exit 1; }
+done
 
 echo "# web: $(date -u '+%Y-%m-%d %H:%M') UTC, $(nproc) cores, load: $(uptime | sed 's/.*load average: //')"
 # The rows alternate run by run, so a change of load hits each alike.

@@ -64,6 +64,8 @@ for _, io in ipairs(IO.names) do
           out[p] = C.get(port, p)
         end
         out.head = C.request(port, "HEAD", "/assets/big.bin")
+        out.headrange = C.request(port, "HEAD", "/assets/big.bin", { Range = "bytes=10-19" })
+        out.after = C.get(port, "/assets/a.txt") -- HEAD's descriptors are closed
         return out
       end)
       local a = r["/assets/a.txt"]
@@ -85,6 +87,9 @@ for _, io in ipairs(IO.names) do
       assert.equal("not a file", r["/assets-list"].body)
       assert.equal(tostring(#BIG), r.head.headers["content-length"])
       assert.equal("", r.head.body)
+      assert.equal(206, r.headrange.status)
+      assert.equal("10", r.headrange.headers["content-length"])
+      assert.equal("hello world", r.after.body)
     end)
 
     it("answers 304 to If-None-Match and If-Modified-Since", function()

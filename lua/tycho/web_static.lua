@@ -110,6 +110,13 @@ local function not_found()
   return { status = 404, headers = { ["Content-Type"] = "text/plain" }, body = "Not Found\n" }
 end
 
+-- HEAD sends the length only: its descriptor goes now (a closed file
+-- still gives the response its length).
+local function file_response(req, status, h, f)
+  if req.method == "HEAD" then hc.file_close(f) end
+  return { status = status, headers = h, body = f }
+end
+
 function M.handler(req, route)
   local d = route.data
   local raw = req.path:sub(d.skip + 1)
@@ -160,10 +167,10 @@ function M.handler(req, route)
     elseif off then
       hc.file_range(f, off, len)
       h["Content-Range"] = ("bytes %d-%d/%d"):format(off, off + len - 1, size)
-      return { status = 206, headers = h, body = f }
+      return file_response(req, 206, h, f)
     end
   end
-  return { status = 200, headers = h, body = f }
+  return file_response(req, 200, h, f)
 end
 
 return M
