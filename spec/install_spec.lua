@@ -100,6 +100,36 @@ describe("install with luarocks make", function()
     assert.matches("self=%d+", out)
   end)
 
+  it("runs the link shortener of README's \"Writing a web service\" from the tree",
+    function()
+    need_install()
+    local log = tmp .. "/shortener.log"
+    local p = io.popen(("cd /tmp && exec timeout 60 %s --workers 2 %s 0 >%s 2>&1 & echo $!")
+      :format(q(tree .. "/bin/tycho"), q(root .. "/examples/shortener/main.lua"), q(log)))
+    local pid = tonumber(p:read("*l"))
+    p:close()
+    local ok, err = pcall(function()
+      local url
+      for _ = 1, 400 do
+        local f = io.open(log, "rb")
+        local text = f and f:read("*a") or ""
+        if f then f:close() end
+        url = text:match("listening on (http://127%.0%.0%.1:%d+)")
+        if url then break end
+        os.execute("sleep 0.05")
+      end
+      assert(url, "the shortener did not start")
+      local rc, out = sh(("curl -s -d '{\"url\":\"https://e.example\"}' %s/links"):format(url))
+      assert.are.equal(0, rc, out)
+      local code = assert(out:match('"code":"(%w+)"'), out)
+      rc, out = sh(("curl -s -o /dev/null -w '%%{http_code}' %s/l/%s"):format(url, code))
+      assert.are.equal(0, rc, out)
+      assert.are.equal("302", out)
+    end)
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    assert(ok, err)
+  end)
+
   it("lets plain luajit require \"tycho\" with `luarocks path`", function()
     need_install()
     -- The spawned function's upvalue `tycho` is a module: allowed.

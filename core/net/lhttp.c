@@ -27,7 +27,12 @@ static void push_out(lua_State *L, hparser *p) {
 
 /* The common end of feed and respond: out, req|nil|false, tmo. */
 static int step(lua_State *L, hparser *p, int r) {
-  if (r == ADV_ERR) lt_http_put_simple(p, p->status, false);
+  /* The refused request's method is not known (p->method is still the
+   * last request's: after a HEAD the error would lose its body). */
+  if (r == ADV_ERR) {
+    p->method = HTTP_GET;
+    lt_http_put_error(L, p, p->status, false);
+  }
   if (r == ADV_NEED && p->expect && !p->continued && p->head_done) {
     p->continued = true; /* the client waits for this before the body */
     OUT_LIT(p, "HTTP/1.1 100 Continue\r\n\r\n");
@@ -66,17 +71,28 @@ static int l_respond(lua_State *L) {
   hparser *p = check_parser(L);
   if (!p->ready) return luaL_error(L, "tycho.http: respond without a request");
   p->ready = false;
+  /* A streamed body not read to its end: the connection closes after
+   * this response (lhttp_body.c). */
+  if (p->body_open || (p->body_stream && p->status)) p->keepalive = false;
   size_t mark = p->out_len;
   const char *err = NULL;
   if (!lua_toboolean(L, 2)) {
-    lt_http_put_simple(p, 500, p->keepalive);
+    lt_http_put_error(L, p, 500, p->keepalive);
   } else if ((err = lt_http_put_response(L, p, 3, 4)) != NULL) {
     p->out_len = mark; /* nothing half-written */
-    p->closing = false;
-    lt_http_put_simple(p, 500, p->keepalive);
+    p->closing = p->streaming = false;
+    lt_http_put_error(L, p, 500, p->keepalive);
   }
   lt_http_count(p);
   int n;
+  if (p->streaming) { /* the head now; stream_end after the chunks */
+    push_out(L, p);
+    lua_pushnil(L);
+    lua_pushnil(L);
+    lua_pushnil(L);
+    lua_pushboolean(L, 1);
+    return 5;
+  }
   if (p->closing) {
     push_out(L, p);
     lua_pushboolean(L, 0);
@@ -90,6 +106,31 @@ static int l_respond(lua_State *L) {
   for (; n < 3; n++) lua_pushnil(L);
   lua_pushstring(L, err);
   return 4;
+}
+
+/* stream_end(p, ok) -> out, req|nil|false, tmo: the streamed body of the
+ * last response ended (ok: its function returned; else the connection
+ * must close, the body cut short). Goes on as respond does. */
+static int l_stream_end(lua_State *L) {
+  hparser *p = check_parser(L);
+  if (!p->streaming) return luaL_error(L, "tycho.http: no body streaming");
+  p->streaming = false;
+  if (!lua_toboolean(L, 2)) p->closing = true;
+  else if (p->chunked) OUT_LIT(p, "0\r\n\r\n");
+  if (p->closing) {
+    push_out(L, p);
+    lua_pushboolean(L, 0);
+    return 2;
+  }
+  p->t_idle = lt_http_now();
+  p->served = true;
+  return step(L, p, lt_http_advance(p));
+}
+
+/* chunked(p) -> whether the body streaming now goes in chunks. */
+static int l_chunked(lua_State *L) {
+  lua_pushboolean(L, check_parser(L)->chunked);
+  return 1;
 }
 
 /* last(p): the response to the request at hand closes the connection
@@ -119,11 +160,13 @@ static int l_takeover(lua_State *L) {
   return 1;
 }
 
-/* behind(conn): the server's responses are written behind (ltcp_write.c):
- * conn:write queues them on the send op and returns (io_uring only). */
+/* behind(conn [, on]): the server's responses are written behind
+ * (ltcp_write.c): conn:write queues them on the send op and returns
+ * (io_uring only). on false: writes wait again (a file sent after). */
 static int l_behind(lua_State *L) {
   lt_conn *c = lt_conn_test(L, 1);
-  lua_pushboolean(L, c && lt_conn_behind(c, true));
+  bool on = lua_isnoneornil(L, 2) || lua_toboolean(L, 2);
+  lua_pushboolean(L, c && lt_conn_behind(c, on));
   return 1;
 }
 
@@ -149,7 +192,7 @@ static int l_expired(lua_State *L) {
   p->keepalive = false;
   p->minor = 1;
   p->method = HTTP_GET;
-  lt_http_put_simple(p, 408, false);
+  lt_http_put_error(L, p, 408, false);
   push_out(L, p);
   return 1;
 }
@@ -160,7 +203,7 @@ static int l_reject(lua_State *L) {
   hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
   int status = (int)luaL_checkinteger(L, 2);
   hparser p = {.cfg = cfg, .minor = 1, .method = HTTP_GET};
-  lt_http_put_simple(&p, status, false);
+  lt_http_put_error(L, &p, status, false);
   lua_pushlstring(L, p.out, p.out_len);
   free(p.out);
   return 1;
@@ -295,11 +338,27 @@ static int l_config(lua_State *L) {
       opt_line(L, "server", "tycho", "Server", c.server, sizeof c.server);
   c.ctype_len = opt_line(L, "default_type", "text/plain", "Content-Type",
                          c.ctype, sizeof c.ctype);
+  c.stream_over = opt_num(L, "stream_body_over", -1, -1, 1e15, true);
+  c.errors_ref = LUA_NOREF;
+  lua_getfield(L, 1, "errors");
+  if (lua_isfunction(L, -1)) c.errors_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  else if (!lua_isnil(L, -1) &&
+           !(lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
+    return luaL_error(L,
+                      "tycho.http: errors must be a function(status, reason)");
+  else lua_pop(L, 1);
   hcfg *u = lua_newuserdata(L, sizeof *u);
   *u = c;
   luaL_getmetatable(L, CONFIG_MT);
   lua_setmetatable(L, -2);
   return 1;
+}
+
+static int l_config_gc(lua_State *L) {
+  hcfg *cfg = lua_touserdata(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, cfg->errors_ref);
+  cfg->errors_ref = LUA_NOREF;
+  return 0;
 }
 
 /* date() -> the Date header value now (for specs). */
@@ -338,6 +397,8 @@ void lt_open_http(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   luaL_newmetatable(L, CONFIG_MT);
+  lua_pushcfunction(L, l_config_gc);
+  lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {{"config", l_config},
                                    {"parser", l_parser},
@@ -346,6 +407,8 @@ void lt_open_http(lua_State *L) {
                                    {"feed", l_feed},
                                    {"respond", l_respond},
                                    {"last", l_last},
+                                   {"stream_end", l_stream_end},
+                                   {"chunked", l_chunked},
                                    {"expired", l_expired},
                                    {"takeover", l_takeover},
                                    {"behind", l_behind},
@@ -372,5 +435,7 @@ void lt_open_http(lua_State *L) {
     lua_pushstring(L, lt_http_uv_strings[i]);
   lua_createtable(L, 64, 0); /* method names */
   luaL_openlib(L, NULL, funcs, UV_COUNT);
+  lt_open_http_file(L);
+  lt_open_http_body(L);
   lua_setfield(L, -2, "_http");
 }

@@ -93,6 +93,8 @@ typedef struct hcfg {
   char server[MAX_TEXT + 16]; /* "Server: tycho\r\n" or "" */
   char ctype[MAX_TEXT + 24];  /* "Content-Type: ...\r\n" or "" */
   uint8_t server_len, ctype_len;
+  int errors_ref;     /* the errors hook (registry), or LUA_NOREF */
+  double stream_over; /* bodies longer (or chunked) are streamed; < 0: never */
 } hcfg;
 
 typedef struct hparser {
@@ -120,14 +122,22 @@ typedef struct hparser {
   uint32_t nh, nhead, hcap;
   char *body;
   size_t body_len, body_cap;
+  uint64_t body_total; /* the body's bytes so far (max_body) */
+  /* A streamed body (cfg->stream_over): the request went out at the end of
+   * its head; body[body_off..body_len) waits for req:read (lhttp_body.c). */
+  bool body_stream, body_open;
+  size_t body_off;
   int status; /* the error response a limit asked for (431, 413, 505) */
   uint8_t method, minor;
   bool keepalive, upgrade; /* upgrade: the connection leaves HTTP after it */
   /* Responses not written yet. */
   char *out;
   size_t out_len, out_cap;
-  bool closing;  /* the last response closes the connection */
-  char *scratch; /* lower-cased header names */
+  bool closing;   /* the last response closes the connection */
+  bool streaming; /* the body is a function or a file: it follows the head */
+  bool chunked;   /* ... in chunks (a function's, HTTP/1.1) */
+  double flen;    /* ... a file's length */
+  char *scratch;  /* lower-cased header names */
   size_t scratch_cap;
   /* For tycho.observe's figures (lhttp_stats.c): when the request was
    * complete (lt_ticks), the status of the last response put. */
@@ -194,9 +204,24 @@ const char *lt_http_check_header(const char *k, size_t kl, const char *v,
                                  size_t vl);
 /* A complete response without a body of the handler's (errors, 100). */
 void lt_http_put_simple(hparser *p, int status, bool keep);
+/* The server's own answer `status` through the errors hook, if any. */
+void lt_http_put_error(lua_State *L, hparser *p, int status, bool keep);
 /* The handler's response res (at ri; body at bi): NULL, or why it is not
  * one (nothing written then). */
 const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi);
+
+/* ---- lhttp_body.c -------------------------------------------------------- */
+
+/* At the end of a head: whether its body is streamed (then the request
+ * goes out now; *pause set). */
+bool lt_http_body_begin(hparser *p);
+void lt_open_http_body(lua_State *L);
+
+/* ---- lhttp_file.c -------------------------------------------------------- */
+
+/* Whether idx is a file (a body of static routes); *len its part's size. */
+bool lt_http_file_len(lua_State *L, int idx, double *len);
+void lt_open_http_file(lua_State *L);
 
 /* ---- lhttp_client.c ------------------------------------------------------ */
 

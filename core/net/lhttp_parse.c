@@ -26,7 +26,9 @@ static int on_message_begin(llhttp_t *ll) {
   p->t_head = p->t_body = 0;
   p->url = (span){0, 0};
   p->nh = p->nhead = 0;
-  p->body_len = 0;
+  p->body_len = p->body_off = 0;
+  p->body_total = 0;
+  p->body_stream = p->body_open = false;
   return 0;
 }
 
@@ -156,12 +158,13 @@ static int on_headers_complete(llhttp_t *ll) {
     return -1;
   }
   p->nhead = p->nh; /* the fields after these are trailers */
-  return 0;
+  return lt_http_body_begin(p) ? HPE_PAUSED : 0;
 }
 
 static int on_body(llhttp_t *ll, const char *at, size_t len) {
   hparser *p = of(ll);
-  if (p->body_len + len > p->cfg->max_body) return refuse(p, 413);
+  p->body_total += len;
+  if (p->body_total > p->cfg->max_body) return refuse(p, 413);
   lt_http_reserve(&p->body, &p->body_cap, p->body_len, len);
   memcpy(p->body + p->body_len, at, len);
   p->body_len += len;
@@ -171,6 +174,10 @@ static int on_body(llhttp_t *ll, const char *at, size_t len) {
 /* Pauses: one request at a time comes out of the bytes received. */
 static int on_message_complete(llhttp_t *ll) {
   hparser *p = of(ll);
+  if (p->body_stream) { /* handed out at its head already */
+    p->body_open = p->in_msg = false;
+    return HPE_PAUSED;
+  }
   p->ready = true;
   p->t_ready = lt_ticks(); /* the latency histogram's start (lhttp_stats.c) */
   p->in_msg = false;
@@ -402,6 +409,7 @@ void lt_http_push_request(lua_State *L, hparser *p) {
     lua_pushboolean(L, 1);
     lua_rawset(L, -3);
   }
+  if (p->body_stream) return; /* req:read (lhttp_body.c) */
   key(L, UV_BODY);
   lua_pushlstring(L, p->body ? p->body : "", p->body_len);
   lua_rawset(L, -3);

@@ -124,6 +124,8 @@ static void put_head(hparser *p, int status) {
   OUT_LIT(p, "\r\n");
 }
 
+/* ctype: the default Content-Type, which only a response with a body gets
+ * (a bodiless redirect carries no type). */
 static void put_std(hparser *p, bool server, bool date, bool ctype,
                     int status) {
   if (server) lt_http_out(p, p->cfg->server, p->cfg->server_len);
@@ -136,9 +138,20 @@ static void put_std(hparser *p, bool server, bool date, bool ctype,
     lt_http_out(p, p->cfg->ctype, p->cfg->ctype_len);
 }
 
-/* Content-Length, Connection, the blank line and the body. */
+/* Content-Length, Connection, the blank line and the body. A streamed body
+ * (p->streaming) goes chunked on HTTP/1.1, until the close on HTTP/1.0;
+ * its chunks follow (lua/tycho/http.lua). */
 static void put_tail(hparser *p, int status, const char *body, size_t blen) {
-  if (body_allowed(status)) {
+  p->chunked = false;
+  if (p->streaming && p->flen < 0) {
+    p->chunked = p->minor;
+    if (p->minor) OUT_LIT(p, "Transfer-Encoding: chunked\r\n");
+    else p->closing = true;
+  } else if (p->streaming) {
+    OUT_LIT(p, "Content-Length: ");
+    out_uint(p, (uint64_t)p->flen);
+    OUT_LIT(p, "\r\n");
+  } else if (body_allowed(status)) {
     OUT_LIT(p, "Content-Length: ");
     out_uint(p, blen);
     OUT_LIT(p, "\r\n");
@@ -292,9 +305,15 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
   }
   if (err) return err;
   int bt = lua_type(L, bi);
+  p->flen = -1;
+  bool file = bt == LUA_TUSERDATA && lt_http_file_len(L, bi, &p->flen);
   if (bt != LUA_TNIL && bt != LUA_TNONE && bt != LUA_TSTRING &&
-      bt != LUA_TNUMBER)
-    return "body must be a string";
+      bt != LUA_TNUMBER && bt != LUA_TFUNCTION && !file)
+    return "body must be a string or a function (streamed)";
+  /* A function streams the body (chunked), a file goes after the head;
+   * HEAD, 204 and 304 get the same head and neither. */
+  p->streaming = (bt == LUA_TFUNCTION || file) && body_allowed(status);
+  if (bt == LUA_TFUNCTION || file) bt = LUA_TNIL;
   size_t blen = 0;
   const char *body =
       bt == LUA_TNIL || bt == LUA_TNONE ? "" : lua_tolstring(L, bi, &blen);
@@ -304,8 +323,57 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi) {
   err = hi ? put_headers(L, p, hi, &seen) : NULL;
   if (err) return err;
   put_std(p, !(seen & H_SERVER) && p->cfg->server_len, !(seen & H_DATE),
-          !(seen & H_CTYPE) && p->cfg->ctype_len, status);
+          !(seen & H_CTYPE) && p->cfg->ctype_len && (blen || p->streaming),
+          status);
   put_tail(p, status, body, blen);
+  if (p->method == HTTP_HEAD) p->streaming = false; /* the head only */
   lua_settop(L, top);
   return NULL;
+}
+
+/* The server's own answer (an error, a limit) through the errors hook of
+ * tycho.http.serve: errors(status, reason) -> res, serialized as a
+ * handler's response would be (with status as its status; the connection
+ * ends after it unless keep). The hook runs inside this C call,
+ * so it cannot yield; one that fails, yields or returns no response (or a
+ * streamed body) leaves the plain answer. */
+void lt_http_put_error(lua_State *L, hparser *p, int status, bool keep) {
+  if (p->cfg->errors_ref == LUA_NOREF) {
+    lt_http_put_simple(p, status, keep);
+    return;
+  }
+  int top = lua_gettop(L);
+  size_t mark = p->out_len;
+  bool ka = p->keepalive;
+  lua_pushnil(L); /* the body slot of a `status` answer */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->cfg->errors_ref);
+  lua_pushinteger(L, status);
+  lua_pushstring(L, reason_phrase(status));
+  const char *err = "the errors hook failed";
+  if (lua_pcall(L, 2, 1, 0) == 0) {
+    err = NULL;
+    if (lua_istable(L, -1)) { /* the status stays ours (web.json says 200) */
+      lua_pushvalue(L, UV(UV_STATUS));
+      lua_pushinteger(L, status);
+      lua_rawset(L, -3);
+    } else if (lua_isnumber(L, -1)) {
+      err = "a status alone";
+    }
+    if (!keep) p->keepalive = false;
+    if (!err && lua_type(L, -1) == LUA_TSTRING) { /* a body: status, body */
+      lua_pushinteger(L, status);
+      err = lt_http_put_response(L, p, top + 3, top + 2);
+    } else if (!err) {
+      err = lt_http_put_response(L, p, top + 2, top + 1);
+    }
+    if (!err && p->streaming) err = "a streamed body";
+  }
+  lua_settop(L, top);
+  if (err) {
+    p->out_len = mark;
+    p->keepalive = ka;
+    p->streaming = false;
+    p->closing = false;
+    lt_http_put_simple(p, status, keep);
+  }
 }

@@ -14,7 +14,13 @@
 -- are copied to the workers like a message), tls ({cert=, key=}: HTTPS,
 -- ALPN http/1.1), the limits below, server
 -- ("tycho": the Server header; false: none), default_type ("text/plain":
--- Content-Type when the handler gives none; false: none). An unknown option or a bad value raises.
+-- Content-Type when the handler gives none, to a response with a body; false:
+-- none), errors (function(status, reason) -> a response or a body: the
+-- server's own 400/408/413/431/500/503/505 answers, whose status it keeps;
+-- it cannot yield; a failure keeps the plain answer), trust_proxy
+-- (X-Forwarded-For/-Proto give remote_addr/scheme),
+-- stream_body_over (bytes: a longer or chunked request body is read with
+-- req:read(n) instead of req.body). An unknown option or a bad value raises.
 --
 -- handler(req) gets a table
 --   req.method   "GET", "POST", ...
@@ -28,12 +34,17 @@
 --                when none); never merged into req.headers
 --   req.upgrade  true for an Upgrade request (with Connection: upgrade) or
 --                a CONNECT: the last request parsed on its connection
+--   req.remote_addr, req.remote_port  the peer of the connection
+--   req.scheme   "http" | "https"
+--   req:read([n]) up to n bytes of the body | nil at its end | nil, err
+--                (lua/tycho/http_stream.lua; stream_body_over)
 -- and returns {status=, headers=, body=} (status 200 by default; a header
 -- value may be an array of strings, one line each), or status, body, or a
 -- body string. Content-Length, Date and Server are added (Content-Type:
 -- default_type unless given); Content-Length and Transfer-Encoding given by
 -- the handler are dropped (the framing is the server's); HEAD gets the
--- headers only, 204 and 304 no body. The connection stays open unless the
+-- headers only, 204 and 304 no body. A body that is a function(write) is
+-- streamed chunked (lua/tycho/http_stream.lua). The connection stays open unless the
 -- request (HTTP/1.0 without keep-alive, Connection: close, an upgrade) or
 -- the handler (a Connection: close header) says otherwise. Pipelined
 -- requests are answered in order; the responses to those already received
@@ -121,7 +132,8 @@ local OPTIONS = {
   header_timeout = true, body_timeout = true, idle_timeout = true,
   send_timeout = true, max_connections = true, server = true,
   default_type = true, tls = true, busy_timeout = true,
-  max_connections_per_ip = true,
+  max_connections_per_ip = true, errors = true, trust_proxy = true,
+  stream_body_over = true,
 }
 
 -- Through the event log (tycho.log): one line per event, never blocking.
@@ -142,6 +154,7 @@ end
 
 -- The handler moves to every worker (lua/tycho/http_handler.lua).
 local handler_spec = require "tycho.http_handler"
+local stream = require "tycho.http_stream"
 
 -- ---- a connection ---------------------------------------------------------------
 
@@ -154,10 +167,11 @@ local function handler_traceback(e) return traceback(text(e), 2) end
 -- client's sake: every way out returns; "linger" when the server's last
 -- response ended the connection (the client may still be sending), "taken"
 -- and a function when the handler of an upgrade request took it over.
-local function converse(c, p, handler, A)
+local function converse(c, p, handler, A, peer)
   local read_some, write = c.read_some, c.write
   hc.behind(c) -- responses go out with the worker's next wait (io_uring)
   local tmo = timeout(p)
+  local function read_body(_, n) return stream.read(c, p, n) end
   while true do
     local data, rerr = read_some(c, READ_MAX, tmo)
     if not data then
@@ -175,6 +189,9 @@ local function converse(c, p, handler, A)
         if req == false then return "linger" end
         break
       end
+      req.remote_addr, req.remote_port, req.scheme = peer[1], peer[2], peer[3]
+      req.read = read_body
+      if A.trust_proxy then stream.proxied(req) end
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
       if A.draining then hc.last(p) end -- a graceful stop: Connection: close
@@ -183,9 +200,12 @@ local function converse(c, p, handler, A)
         if out and not write(c, out) then return nil end
         return "taken", res, req
       end
-      local nreq, err
-      out, nreq, tmo, err = respond(p, ok, res, body)
+      local nreq, err, streamed
+      out, nreq, tmo, err, streamed = respond(p, ok, res, body)
       if err then log_failure(req, err) end
+      if streamed then -- the body follows the head (lua/tycho/http_stream.lua)
+        out, nreq, tmo = stream.send(c, p, out, type(res) == "table" and res.body or body, req)
+      end
       req = nreq
     end
   end
@@ -348,7 +368,8 @@ local function serve_conn(c, A, handler)
   end
   c:settimeouts(nil, A.send_timeout, nil)
   local p = hc.parser(A.cfg, c)
-  local ok, how, fn, req = pcall(converse, c, p, handler, A)
+  local ip, port = c:getpeername()
+  local ok, how, fn, req = pcall(converse, c, p, handler, A, { ip, port, A.scheme })
   if not ok then log.error("http connection failed", { reason = text(how) }) end
   if how == "linger" then linger(c) end
   if how == "taken" then hand_over(c, fn, req) end
@@ -387,12 +408,14 @@ end
 -- without upvalues that requires this module). A: what its connections
 -- share (the config, the gauge, its reaper and the other acceptors').
 function http._acceptor(l, spec, opts, gauge, supervisor, max)
-  local handler = with_args(handler_spec.unpack(spec), opts.args)
+  if opts.errors then opts.errors = handler_spec.unpack(opts.errors) end
+  local handler = with_args(handler_spec.unpack(spec, opts), opts.args)
   local busy = opts.busy_timeout or 5
   if busy < 0 or busy == math.huge then busy = -1 end
   local A = { cfg = hc.config(opts), gauge = gauge, max = max, pressure = false,
     per_ip = opts.max_connections_per_ip ~= nil, send_timeout = opts.send_timeout or 60,
-    busy = busy, peers = {}, turn = 0, conns = 0, draining = false }
+    busy = busy, peers = {}, turn = 0, conns = 0, draining = false,
+    trust_proxy = opts.trust_proxy == true, scheme = opts.tls and "https" or "http" }
   local fork = tycho.fork
   A.reaper = fork(reaper, A)
   tycho.send(supervisor, "ready", tycho.self(), A.reaper)
@@ -560,6 +583,7 @@ local function start(opts, fname)
   local o = plain_options(opts)
   -- what a connection gets when descriptors run out (plain HTTP only)
   if not opts.tls then l:_shed(hc.reject(hc.config(o), 503)) end
+  if opts.errors then o.errors = handler_spec.pack(opts.errors, fname, "errors hook") end
   local s = setmetatable({ listener = l, spec = spec, opts = o, open = true, by_pid = {} }, Server)
   s.host, s.port = l:getsockname()
   s.max = opts.max_connections or 512 * workers
