@@ -15,6 +15,7 @@
 #include "lua/lpool.h"
 #include "lua/lpreload.h"
 #include "lua/lrun.h"
+#include "lua/lshared.h"
 #include "module.h"
 #include "net/lhttp.h"
 #include "net/lnet.h"
@@ -50,6 +51,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_serve(L);
   lt_open_preload(L);
   lt_open_observe(L);
+  lt_open_shared(L);
   lt_open_net(L);
   lt_open_udp(L);
   lt_open_ngx(L);

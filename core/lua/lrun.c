@@ -19,6 +19,7 @@
 #include "lnames.h"
 #include "lpool.h"
 #include "lrun.h"
+#include "lshared.h"
 #include "lstate.h"
 
 lt_global lt_g = {.io = -1,
@@ -425,6 +426,7 @@ static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
   lt_fn_clear();
   lt_graves_close();
   lt_names_clear();
+  lt_shared_run_end();
   ty__log_flush(2000); /* what the run logged is out before run returns */
   bool ok = g_main.ok;
   char *data = g_main.data;
