@@ -18,6 +18,7 @@
 #include "lmem.h"
 #include "lnames.h"
 #include "lpool.h"
+#include "lrandom.h"
 #include "lrun.h"
 #include "lshared.h"
 #include "lstate.h"
@@ -132,6 +133,7 @@ static int l_config(lua_State *L) {
                              "\"json\"");
       ty__log_set(ty__log_level(), strcmp(f, "json") == 0);
     } else if (!lt_pool_config_field(L, k, -1) &&
+               !lt_random_config_field(L, k, -1) &&
                !(lt_g.cluster && lt_g.cluster->config_field(L, k, -1))) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
@@ -140,7 +142,8 @@ static int l_config(lua_State *L) {
                         "actor_memory, max_mailbox, max_mailbox_bytes, "
                         "mailbox_warn, "
                         "log_level, log_format, pool_max, pool_queue, "
-                        "pool_idle, node, nats, cluster, cluster_backlog)",
+                        "pool_idle, seed, node, nats, cluster, "
+                        "cluster_backlog)",
                         k);
     }
     lua_pop(L, 1);
