@@ -11,6 +11,7 @@
 
 #include "cluster/lcluster.h"
 #include "lua/lapi.h"
+#include "lua/lmetrics.h"
 #include "lua/lobserve.h"
 #include "lua/lpool.h"
 #include "lua/lpreload.h"
@@ -55,6 +56,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_observe(L);
   lt_open_shared(L);
   lt_open_random(L);
+  lt_open_metrics(L);
   lt_open_net(L);
   lt_open_udp(L);
   lt_open_ngx(L);

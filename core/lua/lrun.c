@@ -16,6 +16,7 @@
 #include "lapi.h"
 #include "lfn.h"
 #include "lmem.h"
+#include "lmetrics.h"
 #include "lnames.h"
 #include "lpool.h"
 #include "lrandom.h"
@@ -430,6 +431,7 @@ static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
   lt_graves_close();
   lt_names_clear();
   lt_shared_run_end();
+  lt_metrics_run_end();
   ty__log_flush(2000); /* what the run logged is out before run returns */
   bool ok = g_main.ok;
   char *data = g_main.data;
