@@ -20,8 +20,10 @@
 --   ngx.escape_uri(s [, type]) ngx.unescape_uri(s)
 --   ngx.re.find ngx.re.match ngx.re.gsub   (PCRE2; see core/net/lngx_re.c)
 --
+--   ngx.shared.DICT              -- tycho.shared.table (lua/tycho/ngx_shared.lua)
+--
 -- Nothing else: every other field of ngx is nil (ngx.var, ngx.say,
--- ngx.shared, ngx.socket.udp ...). A driver that needs one of them fails on
+-- ngx.socket.udp ...). A driver that needs one of them fails on
 -- the nil where it uses it, instead of running on a stand-in that pretends.
 local core = require "tycho.core"
 local tycho = require "tycho"
@@ -52,6 +54,8 @@ local ngx = {
   unescape_uri = C.unescape_uri,
 
   re = { find = C.re.find, match = C.re.match, gsub = C.re.gsub },
+
+  shared = require("tycho.ngx_shared").shared, -- ngx.shared.DICT: lua/tycho/ngx_shared.lua
 }
 
 rawset(_G, "ngx", ngx)
