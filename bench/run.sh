@@ -52,7 +52,8 @@ LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w
 # workload (/work/shared/peers/erlang/bench.erl), so they are not asked;
 # PEERS=1 runs our own Erlang counterpart (bench/erlang/gen_server.sh).
 SERVER_LUA_WORKLOADS="memory_server server_call"
-SERVER_WORKLOADS="http https http_client cluster"   # https, http_client: bench/net.sh
+SERVER_WORKLOADS="http https http_client cluster shared"   # https, http_client: bench/net.sh;
+# shared: tycho.shared.table and tycho.metrics beside ETS and ngx.shared.DICT (bench/shared.sh)
 
 BUILD=${BUILD:-build}
 CBENCH=$ROOT/$BUILD/cbench
@@ -231,6 +232,8 @@ run_http() {
 source "$ROOT/bench/net.sh"
 # The Erlang gen_server counterpart of SERVER_LUA_WORKLOADS.
 source "$ROOT/bench/erlang/gen_server.sh"
+# shared tables and metrics, with their peers (bench/shared.sh).
+source "$ROOT/bench/shared.sh"
 
 # ---------------------------------------------------------------------------
 # cluster: two tycho nodes on one nats-server (bench/cluster.sh starts the
@@ -420,6 +423,7 @@ for w in $WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS; do
     if [ "$w" = https ]; then run_https; continue; fi
     if [ "$w" = http_client ]; then run_http_client; continue; fi
     if [ "$w" = cluster ]; then run_cluster; continue; fi
+    if [ "$w" = shared ]; then run_shared; continue; fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done

@@ -72,7 +72,8 @@ describe("tycho.metrics", function()
   for _, io in ipairs(B.names) do
     local it = B.it(io, it, pending)
 
-    it("counters, gauges, histograms from every worker, merged in /metrics (" .. io .. ")", function()
+    it("counters, gauges, histograms from every worker, merged in /metrics (" .. io .. ")",
+    function()
       local r = B.run(io, function()
         local core = require "tycho.core"
         local obs = assert(tycho.observe{ port = 0 })
@@ -80,7 +81,8 @@ describe("tycho.metrics", function()
         for w = 1, 2 do
           core._spawn_at(w, function(p)
             local m = tycho.metrics
-            local hits = m.counter("app_hits_total", { "route", "status" }, { help = "hits by route" })
+            local hits = m.counter("app_hits_total", { "route", "status" },
+              { help = "hits by route" })
             for _ = 1, 100 do hits:inc({ route = "/l/:code", status = 302 }) end
             hits:inc({ route = "/", status = 200 }, 5)
             local bound = hits:labels{ route = "/bound", status = 200 }
@@ -123,7 +125,9 @@ describe("tycho.metrics", function()
       assert.equal(21.5, find(samples, "app_temperature", { room = 'a"b\\c\nd' }).value)
       assert.equal(4, find(samples, "app_queue").value)
       -- histogram: cumulative buckets, Prometheus's default bounds
-      local b = function(le) return find(samples, "app_latency_seconds_bucket", { le = le }).value end
+      local b = function(le)
+        return find(samples, "app_latency_seconds_bucket", { le = le }).value
+      end
       assert.equal(0, find(samples, "app_latency_seconds_bucket", { le = "0.001" }) and 1 or 0)
       assert.equal(2, b("0.005"))
       assert.equal(2, b("0.25"))

@@ -283,7 +283,8 @@ describe("tycho.shared.table", function()
 
   -- 10^6 increments from 4 workers, each on its own worker, none lost.
   for _, io in ipairs(B.names) do
-    B.it(io, it, pending)("concurrent incr from 4 workers loses no update (" .. io .. ")", function()
+    local case = "concurrent incr from 4 workers loses no update (" .. io .. ")"
+    B.it(io, it, pending)(case, function()
       tycho.config{ io = io, workers = 4 }
       local total = tycho.run(function()
         local core = require "tycho.core"

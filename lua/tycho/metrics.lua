@@ -27,7 +27,8 @@ M.DEFAULT_MAX_SERIES = 10000
 
 local GEN = ffi.cast("const volatile uint32_t *", core._metrics_gen_ptr())
 local dptr = ffi.typeof("double *")
-local shard, shard_guard -- this state's shard (lmetrics.c), taken on first use
+local shard, shard_guard -- luacheck: ignore shard_guard (kept: its __gc frees the shard)
+-- this state's shard (lmetrics.c), taken on first use
 
 local cache, cache_gen = {}, nil -- name -> metric of this state
 
@@ -107,7 +108,7 @@ Counter.__index, Gauge.__index, Histogram.__index = Counter, Gauge, Histogram
 function Counter:inc(labels, n)
   if type(labels) == "number" and n == nil then labels, n = nil, labels end
   n = n or 1
-  if type(n) ~= "number" or not (n >= 0) then
+  if type(n) ~= "number" or n ~= n or n < 0 then
     fail(2, "%s: a counter only goes up (inc by a number >= 0)", self.name)
   end
   local p = series(self, labels, 2)
@@ -169,7 +170,7 @@ function Child:inc(n)
     return core._metrics_gauge_add(m.raw[self.key], n)
   end
   if m.kind ~= COUNTER then fail(2, "%s: a histogram has observe, not inc", m.name) end
-  if type(n) ~= "number" or not (n >= 0) then
+  if type(n) ~= "number" or n ~= n or n < 0 then
     fail(2, "%s: a counter only goes up (inc by a number >= 0)", m.name)
   end
   local p = self.p
@@ -223,7 +224,9 @@ local function declare(kind, name, labels, buckets, opts, what)
   if labels ~= nil and type(labels) ~= "table" then
     fail(2, "%s: %s: labels must be a list of names", what, name)
   end
-  if opts ~= nil and type(opts) ~= "table" then fail(2, "%s: %s: options must be a table", what, name) end
+  if opts ~= nil and type(opts) ~= "table" then
+    fail(2, "%s: %s: options must be a table", what, name)
+  end
   opts = opts or {}
   for k in pairs(opts) do
     if k ~= "help" and k ~= "max_series" then
@@ -233,10 +236,15 @@ local function declare(kind, name, labels, buckets, opts, what)
   local list, lset = {}, {}
   for i, l in ipairs(labels or {}) do
     if type(l) ~= "string" or not l:match("^[%a_][%w_]*$") then
-      fail(2, "%s: %s: bad label name %q (Prometheus: [a-zA-Z_][a-zA-Z0-9_]*)", what, name, tostring(l))
+      fail(2, "%s: %s: bad label name %q (Prometheus: [a-zA-Z_][a-zA-Z0-9_]*)", what, name,
+        tostring(l))
     end
-    if l:sub(1, 2) == "__" then fail(2, "%s: %s: label names starting __ are reserved", what, name) end
-    if kind == HISTOGRAM and l == "le" then fail(2, "%s: %s: 'le' is the buckets' label", what, name) end
+    if l:sub(1, 2) == "__" then
+      fail(2, "%s: %s: label names starting __ are reserved", what, name)
+    end
+    if kind == HISTOGRAM and l == "le" then
+      fail(2, "%s: %s: 'le' is the buckets' label", what, name)
+    end
     if lset[l] then fail(2, "%s: %s: label '%s' twice", what, name, l) end
     list[i], lset[l] = l, true
   end
@@ -244,8 +252,10 @@ local function declare(kind, name, labels, buckets, opts, what)
   if kind == HISTOGRAM then
     bounds = {}
     for i, b in ipairs(buckets or M.DEFAULT_BUCKETS) do
-      if type(b) ~= "number" or b ~= b then fail(2, "%s: %s: buckets must be numbers", what, name) end
-      if i > 1 and not (b > bounds[#bounds]) then
+      if type(b) ~= "number" or b ~= b then
+        fail(2, "%s: %s: buckets must be numbers", what, name)
+      end
+      if i > 1 and b <= bounds[#bounds] then
         fail(2, "%s: %s: buckets must increase", what, name)
       end
       if b ~= math.huge then bounds[#bounds + 1] = b end
@@ -255,7 +265,9 @@ local function declare(kind, name, labels, buckets, opts, what)
   if type(max) ~= "number" or max < 1 or max ~= math.floor(max) then
     fail(2, "%s: max_series must be a positive integer", what)
   end
-  if opts.help ~= nil and type(opts.help) ~= "string" then fail(2, "%s: help must be a string", what) end
+  if opts.help ~= nil and type(opts.help) ~= "string" then
+    fail(2, "%s: help must be a string", what)
+  end
   local help = opts.help and opts.help:gsub("\\", "\\\\"):gsub("\n", "\\n")
   local id, gen = core._metrics_declare(name, kind, list, bounds, max, help)
   if cache_gen ~= gen then cache, cache_gen = {}, gen end

@@ -86,7 +86,9 @@ function DICT:safe_set(key, value, exptime, flags)
   local ok, err = store(self, SAFE, key, value, exptime, flags)
   return ok, err
 end
-function DICT:add(key, value, exptime, flags) return store(self, ADD, key, value, exptime, flags) end
+function DICT:add(key, value, exptime, flags)
+  return store(self, ADD, key, value, exptime, flags)
+end
 function DICT:safe_add(key, value, exptime, flags)
   local ok, err = store(self, ADD + SAFE, key, value, exptime, flags)
   return ok, err
@@ -208,7 +210,9 @@ function DICT:free_space() return self.t:free_space() end
 function M.size(s)
   if type(s) == "number" then return s end
   local n, unit = tostring(s):match("^(%d+)([kKmMgG]?)$")
-  if not n then error(("tycho.ngx: bad shared_dict size %q (like \"10m\")"):format(tostring(s)), 2) end
+  if not n then
+    error(("tycho.ngx: bad shared_dict size %q (like \"10m\")"):format(tostring(s)), 2)
+  end
   local mult = ({ k = 2^10, m = 2^20, g = 2^30 })[unit:lower()] or 1
   return tonumber(n) * mult
 end
