@@ -11,8 +11,8 @@
  * back to getrandom.
  */
 #include <errno.h>
-#include <stdint.h>
 #include <lauxlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/random.h>
 
