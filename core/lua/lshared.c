@@ -391,6 +391,8 @@ static int l_tostring(lua_State *L) {
   return 1;
 }
 
+static int l_shared_ptr(lua_State *L);
+
 static const luaL_Reg methods[] = {{"set", l_set},
                                    {"add", l_add},
                                    {"replace", l_replace},
@@ -413,7 +415,65 @@ static const luaL_Reg methods[] = {{"set", l_set},
                                    {"_push", l_push},
                                    {"_pop", l_pop},
                                    {"_llen", l_llen},
+                                   {"_ptr", l_shared_ptr},
                                    {NULL, NULL}};
+
+/* ---- the FFI fast path ------------------------------------------------------
+ * shared.lua calls these through FFI function pointers (_shared_ffi) for
+ * the common cases, a string key with a number or string value, so that a
+ * get, set or incr in a compiled loop stays compiled (a Lua C function call
+ * costs about 40 ns and ends the trace). Anything else takes the methods
+ * above. They never raise: shared.lua checked the arguments. */
+
+/* -> 0 absent, 1 number (*num), 2 string (*data, *len: in this thread's
+ * buffer, valid until its next use), 3 another kind (use the method) */
+static int ffi_get(named *n, const char *k, size_t klen, double *num,
+                   const char **data, size_t *len) {
+  ty_shval v;
+  int rc = ty_shtab_get(n->t, k, klen, now(), false, &t_buf, &v, NULL);
+  if (rc) return rc == -ENOENT ? 0 : 3;
+  if (v.kind == TY_SHV_NUM) {
+    *num = v.num;
+    return 1;
+  }
+  if (v.kind != TY_SHV_STR) return 3;
+  *data = v.data;
+  *len = v.len;
+  return 2;
+}
+
+/* kind 1: num, 2: the string s; ttl in seconds (checked) -> 0, 1 (evicted),
+ * or a negative errno */
+static int ffi_set(named *n, const char *k, size_t klen, int kind, double num,
+                   const char *s, size_t len, double ttl) {
+  ty_shval v = {kind == 1 ? TY_SHV_NUM : TY_SHV_STR, num, s, len};
+  uint64_t ns = (uint64_t)(ttl * 1e9 + 0.5);
+  return ty_shtab_set(n->t, k, klen, &v, ttl > 0 && !ns ? 1 : ns, TY_SHTAB_SET,
+                      now());
+}
+
+static int ffi_incr(named *n, const char *k, size_t klen, double by,
+                    int has_init, double init, double ttl, double *res) {
+  uint64_t ns = (uint64_t)(ttl * 1e9 + 0.5);
+  return ty_shtab_incr(n->t, k, klen, by, has_init, init,
+                       ttl > 0 && !ns ? 1 : ns, now(), res);
+}
+
+/* _shared_ffi() -> get, set, incr (lightuserdata function pointers) */
+static int l_shared_ffi(lua_State *L) {
+  lua_pushlightuserdata(L, (void *)(uintptr_t)ffi_get);
+  lua_pushlightuserdata(L, (void *)(uintptr_t)ffi_set);
+  lua_pushlightuserdata(L, (void *)(uintptr_t)ffi_incr);
+  return 3;
+}
+
+/* _shared_ptr(t) -> the table's record (lightuserdata), for the FFI path;
+ * valid while t is */
+static int l_shared_ptr(lua_State *L) {
+  check_tab(L);
+  lua_pushlightuserdata(L, *(named **)lua_touserdata(L, 1));
+  return 1;
+}
 
 /* ---- _shared_table(name [, capacity]) ------------------------------------ */
 
@@ -487,6 +547,7 @@ static int l_shared_gen(lua_State *L) {
 
 static const luaL_Reg funcs[] = {{"_shared_table", l_shared_table},
                                  {"_shared_gen", l_shared_gen},
+                                 {"_shared_ffi", l_shared_ffi},
                                  {NULL, NULL}};
 
 void lt_open_shared(lua_State *L) { luaL_register(L, NULL, funcs); }
