@@ -11,8 +11,11 @@
 #                                ratio
 # Uses run.sh's bench, out, summarize, http_once's helpers and $TMPD.
 
+# cpu_ticks <pid>: utime+stime of a process, in clock ticks
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
 limiter_once() {
-    local f=$1 mode=$2 port pid ok=0
+    local f=$1 mode=$2 port pid ok=0 srv c0 c1
     port=$(free_port)
     timeout -k 5 "$TIMEOUT" "$TYCHO" --workers "$WORKERS" bench/lua/limiter_server.lua "$port" \
         "$mode" >"$f.srv" 2>&1 &
@@ -23,9 +26,18 @@ limiter_once() {
         sleep 0.1
     done
     if [ $ok -eq 1 ]; then
+        srv=$(pgrep -P "$pid" | head -1)
+        c0=$(cpu_ticks "${srv:-0}")
         timeout -k 5 60 wrk -t2 -c64 -d"$WRK_DURATION" --latency "http://127.0.0.1:$port/" \
             >"$f.wrk" 2>&1
+        c1=$(cpu_ticks "${srv:-0}")
         wrk_parse "$f.wrk" >"$f" || out "# tycho limiter: wrk failed: $(tail -c 300 "$f.wrk")"
+        # requests per second of the server's CPU time: steadier than req/s
+        # when the machine is busy
+        awk -v c0="$c0" -v c1="$c1" -v hz="$(getconf CLK_TCK)" '$1 == "DETAIL" {
+                for (i = 2; i <= NF; i++) if ($i ~ /^requests=/) { split($i, kv, "="); n = kv[2] } }
+            END { cpu = (c1 - c0) / hz; if (cpu > 0) printf "DETAIL req_per_srv_cpu_s=%.0f\n", n / cpu }' \
+            "$f" >>"$f"
     else
         out "# tycho limiter: the server did not come up: $(tail -c 300 "$f.srv" | tr '\n' ' ')"
         : >"$f"
@@ -56,10 +68,16 @@ run_shared() {
     fi
     awk '/^(tycho|erlang|openresty) shared: / { v[$1] = $3 }
          /^# tycho limiter_bare: / { b = $4 } /^tycho limiter: / { l = $3 }
+         /^# tycho limiter_bare detail/ { for (i = 1; i <= NF; i++) if ($i ~ /^req_per_srv_cpu_s=/) { split($i, kv, "="); bc = kv[2] } }
+         /^# tycho limiter detail/ { for (i = 1; i <= NF; i++) if ($i ~ /^req_per_srv_cpu_s=/) { split($i, kv, "="); lc = kv[2] } }
+         /^# (tycho|erlang|openresty) shared detail/ { for (i = 1; i <= NF; i++) if ($i ~ /^get_set_ops_cpu_s=/) { split($i, kv, "="); c[$2] = kv[2] } }
         END {
             if (v["tycho"] && v["erlang"]) printf "# shared: tycho / erlang ets = %.2f\n", v["tycho"] / v["erlang"]
             if (v["tycho"] && v["openresty"]) printf "# shared: tycho / openresty dict = %.2f\n", v["tycho"] / v["openresty"]
+            if (c["tycho"] && c["erlang"]) printf "# shared per CPU second: tycho / erlang ets = %.2f\n", c["tycho"] / c["erlang"]
+            if (c["tycho"] && c["openresty"]) printf "# shared per CPU second: tycho / openresty dict = %.2f\n", c["tycho"] / c["openresty"]
             if (b && l) printf "# limiter: limited / bare hello = %.1f%%\n", 100 * l / b
+            if (bc && lc) printf "# limiter per server CPU second: limited / bare hello = %.1f%%\n", 100 * lc / bc
         }' "$SUMMARY" | tee -a "$SUMMARY"
     out "# shared suite done: loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
 }
