@@ -38,6 +38,9 @@ PACKAGES=(
   # https and http_client workloads and of the HTTP client's specs, is not
   # installed: scripts/fetch-debs.sh unpacks it under build/debs)
   wrk curl spin valgrind
+  # the Erlang peer of the gen_server and shared-table benchmarks
+  # (bench/erlang: erl and erlc)
+  erlang-nox
   # make lint: C style and Lua style
   clang-format lua-check
 )
