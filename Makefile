@@ -55,7 +55,7 @@ endif
 # Sources are found by folder (docs/architecture.md). The core (no Lua) is
 # a static library that the C tests link; the binding folders and the module
 # opener make the Lua module, and the launcher adds main.c.
-CORE_DIRS = base io sched pool
+CORE_DIRS = base store io sched pool
 BIND_DIRS = lua net cluster
 CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard core/$(d)/*.c))
 BIND_SRC  = $(foreach d,$(BIND_DIRS),$(wildcard core/$(d)/*.c)) core/cmd/module.c
@@ -199,7 +199,7 @@ asan-spec:
 # default 50,2). The tests chosen (name prefixes) count every message and
 # spawn and check order, not timing (the delays would only fail a test of
 # timer precision): loss, duplicates and hangs fail them.
-CHAOS_TESTS = inject_ spawnq_ mesh_ rt_ pool_ mtimer_storm \
+CHAOS_TESTS = inject_ spawnq_ mesh_ rt_ pool_ shtab_ mtimer_storm \
               mtimer_owner_ends mtimer_ownership
 
 chaos:

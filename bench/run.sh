@@ -52,10 +52,11 @@ LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w
 # workload (/work/shared/peers/erlang/bench.erl), so they are not asked;
 # PEERS=1 runs our own Erlang counterpart (bench/erlang/gen_server.sh).
 SERVER_LUA_WORKLOADS="memory_server server_call"
-SERVER_WORKLOADS="http https http_client cluster ws pg web"   # https, http_client: bench/net.sh; ws: bench/ws.sh
+SERVER_WORKLOADS="http https http_client cluster ws pg web shared"   # https, http_client: bench/net.sh; ws: bench/ws.sh
 # pg: bench/pg.sh (tycho.pg beside pgbench and tycho.blocking on one PostgreSQL)
 # web: bench/web.sh (a tycho.web router vs the bare handler, app:static vs
 # nginx's static serving), its own lines in the summary.
+# shared: tycho.shared.table and tycho.metrics beside ETS and ngx.shared.DICT (bench/shared.sh)
 
 BUILD=${BUILD:-build}
 CBENCH=$ROOT/$BUILD/cbench
@@ -234,6 +235,8 @@ run_http() {
 source "$ROOT/bench/net.sh"
 # The Erlang gen_server counterpart of SERVER_LUA_WORKLOADS.
 source "$ROOT/bench/erlang/gen_server.sh"
+# shared tables and metrics, with their peers (bench/shared.sh).
+source "$ROOT/bench/shared.sh"
 
 # ---------------------------------------------------------------------------
 # cluster: two tycho nodes on one nats-server (bench/cluster.sh starts the
@@ -426,6 +429,7 @@ for w in $WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS; do
     if [ "$w" = ws ]; then RUNS=$RUNS WORKERS=$WORKERS BUILD=$BUILD bench/ws.sh | tee -a "$SUMMARY"; continue; fi
     if [ "$w" = pg ]; then bench/pg.sh | tee -a "$SUMMARY"; continue; fi
     if [ "$w" = web ]; then RUNS=$RUNS bench/web.sh; continue; fi
+    if [ "$w" = shared ]; then run_shared; continue; fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done

@@ -47,6 +47,9 @@ PACKAGES=(
   # tycho.websocket's peer in its specs (spec/fixtures/ws_peer.py), and the
   # headless browser of examples/chat's spec (spec/chat_spec.lua)
   python3-websockets chromium
+  # the Erlang peer of the gen_server and shared-table benchmarks
+  # (bench/erlang: erl and erlc)
+  erlang-nox
   # make lint: C style and Lua style
   clang-format lua-check
 )

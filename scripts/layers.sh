@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # layers.sh - checks the layering of core/ (docs/architecture.md, "Layers"):
 #
-#   base  io  sched  pool  lua  net  cluster  cmd      (test: above them all)
+#   base  store  io  sched  pool  lua  net  cluster  cmd  (test: above them all)
 #
 #  1. a file includes headers of its own folder or of folders to its left,
 #     never of a folder to its right ("a folder uses only folders above it");
@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 CORE=${1:-core}
 
-ORDER=(base io sched pool lua net cluster cmd test)
+ORDER=(base store io sched pool lua net cluster cmd test)
 declare -A RANK
 for i in "${!ORDER[@]}"; do RANK[${ORDER[$i]}]=$i; done
 LUA_OK=" lua net cluster cmd "

@@ -38,7 +38,7 @@ describe("tycho.ngx", function()
       "escape_uri", "unescape_uri", "encode_args", "decode_args", "quote_sql_str", "localtime",
       "utctime", "today", "http_time", "cookie_time", "parse_http_time", "re", "timer", "thread",
       "worker", "config", "get_phase", "var", "header", "req", "say", "print", "flush", "eof",
-      "exit", "redirect", "send_headers", "serve", "listen" } do
+      "exit", "redirect", "send_headers", "serve", "listen", "shared" } do
       assert.is_truthy(r.keys[k], "ngx." .. k)
     end
     assert.is_true(r.global and r.null and r.tcp)

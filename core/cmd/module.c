@@ -11,10 +11,13 @@
 
 #include "cluster/lcluster.h"
 #include "lua/lapi.h"
+#include "lua/lmetrics.h"
 #include "lua/lobserve.h"
 #include "lua/lpool.h"
 #include "lua/lpreload.h"
+#include "lua/lrandom.h"
 #include "lua/lrun.h"
+#include "lua/lshared.h"
 #include "module.h"
 #include "net/lhttp.h"
 #include "net/lnet.h"
@@ -40,6 +43,7 @@ int luaopen_tycho_core(lua_State *L) {
   if (!lt_g.opener) {
     lt_g.opener = luaopen_tycho_core;
     pin_module();
+    lt_random_seed_state(L, 0, false); /* the caller's state */
   }
   lua_newtable(L);
   lt_open_api(L);
@@ -52,6 +56,9 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_serve(L);
   lt_open_preload(L);
   lt_open_observe(L);
+  lt_open_shared(L);
+  lt_open_random(L);
+  lt_open_metrics(L);
   lt_open_net(L);
   lt_open_udp(L);
   lt_open_wait(L);

@@ -44,6 +44,7 @@
 #include "lguard.h"
 #include "lmem.h"
 #include "lpool.h"
+#include "lrandom.h"
 #include "lrun.h"
 #include "lstate.h"
 #include "pool/pool.h"
@@ -234,6 +235,7 @@ static int open_state(lua_State *L) {
   lp_thread *t = lua_touserdata(L, 1);
   luaL_openlibs(L);
   if (lt_guard_gc(L) || lt_mem_watch(L, &t->heap)) return lua_error(L);
+  lt_random_seed_state(L, 1000 + (unsigned)(uintptr_t)t % 997, false);
   /* The workers' package paths and this copy of the core: f may use the
    * tycho module; its actor functions say they need an actor. */
   lt_set_paths(L, &t->paths_version);

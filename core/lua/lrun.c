@@ -16,9 +16,12 @@
 #include "lapi.h"
 #include "lfn.h"
 #include "lmem.h"
+#include "lmetrics.h"
 #include "lnames.h"
 #include "lpool.h"
+#include "lrandom.h"
 #include "lrun.h"
+#include "lshared.h"
 #include "lstate.h"
 
 lt_global lt_g = {.io = -1,
@@ -131,6 +134,7 @@ static int l_config(lua_State *L) {
                              "\"json\"");
       ty__log_set(ty__log_level(), strcmp(f, "json") == 0);
     } else if (!lt_pool_config_field(L, k, -1) &&
+               !lt_random_config_field(L, k, -1) &&
                !(lt_g.cluster && lt_g.cluster->config_field(L, k, -1))) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
@@ -139,7 +143,8 @@ static int l_config(lua_State *L) {
                         "actor_memory, max_mailbox, max_mailbox_bytes, "
                         "mailbox_warn, "
                         "log_level, log_format, pool_max, pool_queue, "
-                        "pool_idle, node, nats, cluster, cluster_backlog)",
+                        "pool_idle, seed, node, nats, cluster, "
+                        "cluster_backlog)",
                         k);
     }
     lua_pop(L, 1);
@@ -425,6 +430,8 @@ static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
   lt_fn_clear();
   lt_graves_close();
   lt_names_clear();
+  lt_shared_run_end();
+  lt_metrics_run_end();
   ty__log_flush(2000); /* what the run logged is out before run returns */
   bool ok = g_main.ok;
   char *data = g_main.data;

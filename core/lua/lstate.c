@@ -10,6 +10,7 @@
 #include "lactor.h"
 #include "lguard.h"
 #include "lobserve.h"
+#include "lrandom.h"
 #include "lrun.h"
 #include "lstate.h"
 
@@ -288,6 +289,7 @@ void lt_state_init(ty_worker *w, void *ud) {
     if (lt_guard_gc(lw->L) || lt_mem_watch(lw->L, &lw->heap))
       ty__die("cannot set up a Lua state");
   }
+  lt_random_seed_state(lw->L, lw->id + 1, lw->borrowed);
   if (!lw->borrowed) {
     lt_set_paths(lw->L, &lw->paths_version);
     set_arg(lw->L);

@@ -81,4 +81,8 @@
   X(pool_one_thread, 300)                                                      \
   X(pool_shutdown_queued, 30)                                                  \
   X(pool_stress, 300)                                                          \
-  X(pool_abandons_hung_job, 30)
+  X(pool_abandons_hung_job, 30)                                                \
+  X(shtab_basic, 10)                                                           \
+  X(shtab_lru, 10)                                                             \
+  X(shtab_ttl_lists, 10)                                                       \
+  X(shtab_stress, 300)

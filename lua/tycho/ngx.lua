@@ -83,6 +83,8 @@ local ngx = {
   config = { subsystem = "http", debug = false, ngx_lua_version = 10023,
     nginx_version = 1022001, nginx_configure = function() return "" end,
     prefix = function() return (os.getenv("PWD") or ".") .. "/" end },
+
+  shared = require("tycho.ngx_shared").shared, -- ngx.shared.DICT: lua/tycho/ngx_shared.lua
 }
 
 -- HTTP status codes and methods, as lua-nginx-module names them.

@@ -290,6 +290,7 @@ function M.metrics()
   sample(out, "http_request_duration_seconds_bucket", '{le="+Inf"}', count)
   sample(out, "http_request_duration_seconds_sum", "", sum)
   sample(out, "http_request_duration_seconds_count", "", count)
+  out[#out + 1] = core._metrics_text() -- tycho.metrics: after every tycho_* sample
   return table.concat(out)
 end
 
