@@ -259,12 +259,16 @@ local function allow_of(self, segs, n)
   return list
 end
 
+-- Inside the router an upgrade (a websocket route's function) travels as a
+-- response {status = 101, upgrade = fn}, so that middleware always gets a
+-- table; Router:handle gives tycho.http the function itself.
 local function normalize(res, body)
   local t = type(res)
   if t == "table" then return res end
   if t == "string" then return { status = 200, body = res } end
   if t == "number" then return { status = res, body = body } end
-  return res -- a function (an upgrade) or garbage: tycho.http decides
+  if t == "function" then return { status = 101, headers = {}, upgrade = res } end
+  return res -- garbage: tycho.http answers 500
 end
 
 -- The innermost step: match, then call the route.
@@ -361,7 +365,10 @@ function Router:handle(req)
   end
   wreq.wrap(req)
   local ok, res = xpcall(chain, on_error, req)
-  if ok then return res end
+  if ok then
+    if type(res) == "table" and type(res.upgrade) == "function" then return res.upgrade end
+    return res
+  end
   if wreq.is_bad(res) then
     return { status = 400, headers = { ["Content-Type"] = "text/plain" },
       body = "Bad Request: " .. res.reason .. "\n" }
