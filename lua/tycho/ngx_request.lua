@@ -88,6 +88,7 @@ local VARS = {
   end,
   server_protocol = function(r) return "HTTP/" .. r.req.version end,
   remote_addr = function(r) return r.req.remote_addr end,
+  remote_port = function(r) return r.req.remote_port and tostring(r.req.remote_port) end,
   host = host_of,
   http_host = function(r) return header(r.req, "host") end,
   scheme = function(r) return r.info.scheme end,
