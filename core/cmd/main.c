@@ -223,6 +223,19 @@ static int parse_format(const char *s) {
   return strcmp(s, "json") == 0;
 }
 
+/* Flushes stdout and stderr unless a thread left behind holds one of them:
+ * fflush(NULL) would wait for its lock forever (an actor in io.read on
+ * stdin, or writing to a pipe nobody reads, holds that stream's lock for
+ * the whole call), and other streams are that thread's to flush. */
+static void flush_std(void) {
+  FILE *std[] = {stdout, stderr};
+  for (size_t i = 0; i < 2; i++) {
+    if (ftrylockfile(std[i])) continue;
+    fflush_unlocked(std[i]);
+    funlockfile(std[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   int i = 1, log_level = -1, log_json = -1;
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -331,7 +344,7 @@ int main(int argc, char **argv) {
     /* A thread still runs code that never returns (README, "Runaway
      * actors"): exit without the atexit work (leak checkers would walk
      * memory that thread still owns). */
-    fflush(NULL);
+    flush_std();
     _exit(status);
   }
   return status;
