@@ -174,6 +174,7 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
     size_t n;
     const char *name = lua_tolstring(L, fidx, &n);
     fn = lt_fn_module(name, n);
+    lt_fn_pin_source(L, fn);
   } else {
     fn = lt_fn_of(L, fidx, fname);
   }
