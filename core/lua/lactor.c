@@ -559,7 +559,7 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
     int r = lt_after_preempt(a, la, st);
     if (r >= 0) return r;
   }
-  lt_mem_after_run(lw->L, &lw->heap);
+  lt_mem_after_run(lw->L, &lw->heap, c);
   lt_gc_after_run(lw->L);
   if (c->doomed || st == LUA_ERRMEM) return lt_memory_death(a, la);
   if (st == RUN_START_FAILED) return lt_on_error(a, la);

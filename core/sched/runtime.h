@@ -113,6 +113,10 @@ typedef struct ty__wd {
   _Atomic int tid;
   /* The last declaration was of a thread blocked in a C call (under mu). */
   bool blocked;
+  /* The watchdog's own, for the resume seen_seq: looks at its thread state
+   * from one slice on, and whether one of them found it awake. */
+  uint32_t naps;
+  bool woke;
 } ty__wd;
 
 struct ty_worker {

@@ -358,6 +358,24 @@ static bool sleeping(ty_worker *w) {
  * "dead" instead of a timeout, and a stop does not wait for it. */
 #define TY__WD_BLOCKED_SLICES 3
 
+/* Is the resume w runs blocked in a C call? Its thread was found asleep at
+ * every look from its first slice on (a thread the machine starves is
+ * runnable at most looks, and may be caught asleep at one: a lock, a page
+ * fault), at least 8 looks, three slices have passed and it had less than
+ * half a slice of CPU. */
+static bool blocked(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
+  ty__wd *d = &w->wd;
+  uint64_t wall = now - d->seen_ns;
+  if (d->woke || wall + tick < slice) return false;
+  if (!sleeping(w)) {
+    d->woke = true;
+    return false;
+  }
+  d->naps++;
+  return wall + tick >= TY__WD_BLOCKED_SLICES * slice && d->naps >= 8 &&
+         cpu_ns(w, now) - d->seen_cpu < slice / 2;
+}
+
 /* One look at one worker. */
 static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   ty__wd *d = &w->wd;
@@ -374,12 +392,13 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   if (!(s & 1) || s != d->seen_seq) {
     d->seen_seq = s;
     d->seen_ns = now;
+    d->naps = 0;
+    d->woke = false;
     if (s & 1) d->seen_cpu = cpu_ns(w, now);
     d->asked = false;
     return;
   }
-  if (now - d->seen_ns + tick >= TY__WD_BLOCKED_SLICES * slice &&
-      cpu_ns(w, now) - d->seen_cpu < slice / 2 && sleeping(w)) {
+  if (blocked(w, now, slice, tick)) {
     declare(w, s, now, true);
     return;
   }
