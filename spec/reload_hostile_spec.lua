@@ -28,7 +28,7 @@ end
 describe("spawns by name", function()
   after_each(function() tycho.config{ workers = 2 } end)
 
-  it("run the version their spawner saw on every worker, even when they start after the file changed",
+  it("run the version their spawner saw on every worker, even when they start late",
   function()
     tycho.config{ workers = 2 }
     local dir = tmpdir()
@@ -83,13 +83,13 @@ describe("spawns by name", function()
       package.path = dir .. "/?.lua;" .. package.path
       local me, out = tycho.self(), {}
       for i = 1, 4 do core._spawn_at(i % 2 + 1, name, me) end
-      for i = 1, 4 do out[#out + 1] = tycho.recv(5) or "nothing" end
+      for _ = 1, 4 do out[#out + 1] = tycho.recv(5) or "nothing" end
       local f = assert(io.open(file, "wb"))
       f:write(a2)
       f:close()
       out.ok, out.err = tycho.reload(name)
       for i = 1, 4 do core._spawn_at(i % 2 + 1, name, me) end
-      for i = 1, 4 do out[#out + 1] = tycho.recv(5) or "nothing" end
+      for _ = 1, 4 do out[#out + 1] = tycho.recv(5) or "nothing" end
       return out
     end, dir, name, file, body("a2"))
     os.execute("rm -rf " .. H.quote(dir))
@@ -128,14 +128,13 @@ describe("tycho.reload of a hostile module", function()
       local t0 = tycho.now()
       local ok, err = tycho.reload(name)
       local took = tycho.now() - t0
-      local after = {}
       for w = 1, 2 do
         core._spawn_at(w, function(n, p)
           local t = require "tycho"
           t.send(p, require(n).v)
         end, name, me)
       end
-      after = { tycho.recv(5), tycho.recv(5) }
+      local after = { tycho.recv(5), tycho.recv(5) }
       if budget then require("tycho.observe")._trial_budget(5, 256 * 1024) end
       return { ok = ok, err = err, took = took, before = before, after = after }
     end, dir, name, file, text, budget)
