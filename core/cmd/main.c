@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -26,12 +27,35 @@
 #include "module.h"
 
 static volatile sig_atomic_t g_signal;
+static struct timespec g_signal_at; /* when g_signal was first taken */
+
+/* A duplicate delivery of the signal that began the stop: the same signal
+ * within 1 s, unless a terminal sent it (README, "What counts as a second
+ * signal"). GNU timeout sends SIGTERM to its child and again to its process
+ * group, systemd to the main process and again to its cgroup, a shell's
+ * `kill -- -PGID` reaches every process of the group: one request, delivered
+ * twice microseconds apart. A key press on a terminal (si_code SI_KERNEL) is
+ * always a person's new request. clock_gettime is async-signal-safe. */
+static bool duplicate(int sig, const siginfo_t *si) {
+  if (sig != g_signal || (si && si->si_code == SI_KERNEL)) return false;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  long long ns = (now.tv_sec - g_signal_at.tv_sec) * 1000000000LL +
+                 (now.tv_nsec - g_signal_at.tv_nsec);
+  return ns < 1000000000LL;
+}
 
 /* The first SIGINT/SIGTERM begins the graceful stop (README, "Graceful
  * stop"): the launcher then exits 0, or 1 when actors asked to stop did not
- * end within --shutdown-timeout. A second one exits at once. */
-static void on_signal(int sig) {
-  if (g_signal) _exit(128 + sig); /* the stop has its deadline anyway */
+ * end within --shutdown-timeout. A second one exits at once; a duplicate
+ * delivery of the first is not a second one. */
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  if (g_signal) {
+    if (duplicate(sig, si)) return;
+    _exit(128 + sig); /* the stop has its deadline anyway */
+  }
+  clock_gettime(CLOCK_MONOTONIC, &g_signal_at);
   g_signal = sig;
   lt_interrupt();
 }
@@ -40,6 +64,25 @@ static void on_signal(int sig) {
 static void on_hangup(int sig) {
   (void)sig;
   lt_hangup();
+}
+
+/* SIGINT and SIGTERM begin the stop (each blocked while the other's handler
+ * runs, so that g_signal and its time are set once), SIGHUP reloads,
+ * SIGPIPE is ignored. */
+static void install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_hangup;
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
 }
 
 static void usage(FILE *f) {
@@ -182,6 +225,19 @@ static int parse_format(const char *s) {
   return strcmp(s, "json") == 0;
 }
 
+/* Flushes stdout and stderr unless a thread left behind holds one of them:
+ * fflush(NULL) would wait for its lock forever (an actor in io.read on
+ * stdin, or writing to a pipe nobody reads, holds that stream's lock for
+ * the whole call), and other streams are that thread's to flush. */
+static void flush_std(void) {
+  FILE *std[] = {stdout, stderr};
+  for (size_t i = 0; i < 2; i++) {
+    if (ftrylockfile(std[i])) continue;
+    fflush_unlocked(std[i]);
+    funlockfile(std[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   int i = 1, log_level = -1, log_json = -1;
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -252,14 +308,7 @@ int main(int argc, char **argv) {
   lt_g.argv = argv + i;
   lt_g.opener = luaopen_tycho_core;
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sa.sa_handler = on_hangup;
-  sigaction(SIGHUP, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  install_signals();
 
   lua_State *L = luaL_newstate();
   luaL_openlibs(L);
@@ -303,7 +352,7 @@ int main(int argc, char **argv) {
     /* A thread still runs code that never returns (README, "Runaway
      * actors"): exit without the atexit work (leak checkers would walk
      * memory that thread still owns). */
-    fflush(NULL);
+    flush_std();
     _exit(status);
   }
   return status;

@@ -201,6 +201,22 @@ int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
   return lt_send_raw_from(0, to, kind, ref, data, len);
 }
 
+void lt_buf_trim(ty__buf *b) {
+  if (b->cap <= LT_BUF_KEEP) return;
+  ty__buf_free(b);
+  ty__buf_init(b);
+}
+
+/* A reply that cannot be allocated (max_memory, ulimit -v) reaches its
+ * caller as nil, "nomem", a message of a few bytes, rather than leaving it
+ * to its timeout: LT_REPLY_NOMEM (the call answered), or LT_REPLY_LOST when
+ * not even that could be allocated (the call stays owed: the caller gets
+ * "dead" when the actor ends). */
+static int reply_nomem(ty_pid to, uint64_t ref) {
+  int r = lt_send_raw(to, LT_REPLY_ERR, ref, "nomem", 5);
+  return r == -ENOMEM ? LT_REPLY_LOST : LT_REPLY_NOMEM;
+}
+
 int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
                   const char *fname) {
   ty_msg *m = lt_direct_new(L, to, first, n); /* a caller of this worker */
@@ -222,10 +238,12 @@ int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
   int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
                            sizeof err);
   lt_remote_encode = false;
+  if (r && strstr(err, "out of memory")) return reply_nomem(to, ref);
   if (r) return luaL_error(L, "tycho.%s: %s", fname, err);
   lt_check_remote_size(L, remote, lw->buf.len, fname);
-  lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
-  return 0;
+  r = lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
+  lt_buf_trim(&lw->buf);
+  return r == -ENOMEM ? reply_nomem(to, ref) : 0;
 }
 
 void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token) {
@@ -541,7 +559,7 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
     int r = lt_after_preempt(a, la, st);
     if (r >= 0) return r;
   }
-  lt_mem_after_run(lw->L, &lw->heap);
+  lt_mem_after_run(lw->L, &lw->heap, c);
   lt_gc_after_run(lw->L);
   if (c->doomed || st == LUA_ERRMEM) return lt_memory_death(a, la);
   if (st == RUN_START_FAILED) return lt_on_error(a, la);

@@ -205,7 +205,15 @@ bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref);
 /* Index of the most recent call that tycho.reply may answer, or -1. */
 int lt_owed_last(const lt_actor *la);
 /* Sends a reply (values at L[first..first+n)) or an error token. Raises
- * (fname in the message) when the values cannot be copied. */
+ * (fname in the message) when the values cannot be copied. Returns 0 (sent,
+ * or its caller is gone), or LT_REPLY_NOMEM / LT_REPLY_LOST when memory
+ * for it ran out (lactor.c, reply_nomem). */
+enum { LT_REPLY_NOMEM = 1, LT_REPLY_LOST = 2 };
+/* A worker's encoding buffer gives back what one big message grew it to
+ * (past LT_BUF_KEEP): memory max_memory does not count, kept per worker
+ * for the process's life otherwise (README, "Memory budgets"). */
+#define LT_BUF_KEEP (1u << 20)
+void lt_buf_trim(ty__buf *b);
 int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
                   const char *fname);
 void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token);

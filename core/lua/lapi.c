@@ -112,9 +112,9 @@ ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname) {
   if (r) luaL_error(L, "tycho.%s: %s", fname, err);
   lt_check_remote_size(L, remote, lw->buf.len, fname);
   ty_msg *m = ty_msg_try_new(lw->buf.len);
-  if (!m) return NULL;
-  if (lw->buf.len) /* else data may be NULL */
+  if (m && lw->buf.len) /* else data may be NULL */
     memcpy(m->data, lw->buf.data, lw->buf.len);
+  lt_buf_trim(&lw->buf);
   return m;
 }
 
@@ -174,6 +174,7 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
     size_t n;
     const char *name = lua_tolstring(L, fidx, &n);
     fn = lt_fn_module(name, n);
+    lt_fn_pin_source(L, fn);
   } else {
     fn = lt_fn_of(L, fidx, fname);
   }
@@ -398,8 +399,9 @@ static int l_reply(lua_State *L) {
     return luaL_error(L, "tycho.reply: no call is waiting for an answer (reply "
                          "answers the last call received with tycho.recv)");
   lt_owed o = c.la->owed[i];
-  lt_send_reply(L, o.to, o.ref, 1, lua_gettop(L), "reply");
-  lt_owed_remove(c.la, o.to, o.ref);
+  int r = lt_send_reply(L, o.to, o.ref, 1, lua_gettop(L), "reply");
+  if (r != LT_REPLY_LOST) lt_owed_remove(c.la, o.to, o.ref);
+  if (r) return lt_push_fail(L, "nomem");
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -425,8 +427,9 @@ static int l_answer(lua_State *L) {
     owed = owner->owed[i].to == an->to && owner->owed[i].ref == an->ref;
   if (!owed)
     return luaL_error(L, "tycho.response: this call was answered already");
-  lt_send_reply(L, an->to, an->ref, 1, lua_gettop(L), "response");
-  lt_owed_remove(owner, an->to, an->ref);
+  int r = lt_send_reply(L, an->to, an->ref, 1, lua_gettop(L), "response");
+  if (r != LT_REPLY_LOST) lt_owed_remove(owner, an->to, an->ref);
+  if (r) return lt_push_fail(L, "nomem");
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -16,6 +16,9 @@
  * closed: their number is bounded by the program's distinct functions.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/common.h"
@@ -25,8 +28,18 @@
 
 #define BUCKETS 256
 
+/* A module's source, as pinned for spawns by name (see lt_fn_pin_source). */
+typedef struct lt_src {
+  char *code, *chunk; /* the file's bytes; "@path" */
+  size_t len;
+} lt_src;
+
 struct lt_fn {
   struct lt_fn *next; /* hash chain, guarded by table_lock */
+  /* 1 once the spawners looked for the module's source; src (guarded by
+   * src_lock) holds it, or nothing when it is not a Lua file. */
+  _Atomic int pinned;
+  lt_src src;
   uint64_t hash;
   uint32_t len;
   uint32_t id;              /* index + 1 in by_id (lt_fn_id) */
@@ -36,6 +49,7 @@ struct lt_fn {
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t src_lock = PTHREAD_MUTEX_INITIALIZER;
 static lt_fn *table[BUCKETS]; /* guarded by table_lock */
 /* Every blob by its id, so that a function can travel inside a message as a
  * number (a supervisor's child specs) and be checked on arrival. */
@@ -80,6 +94,8 @@ void lt_fn_clear(void) {
     while (table[b]) {
       lt_fn *f = table[b];
       table[b] = f->next;
+      free(f->src.code);
+      free(f->src.chunk);
       free(f);
     }
   }
@@ -246,6 +262,78 @@ lt_fn *lt_fn_module(const char *name, size_t len) {
   return lt_fn_intern(LT_FN_MODULE, name, len);
 }
 
+void lt_fn_set_source(lt_fn *f, const char *code, size_t len,
+                      const char *chunk) {
+  char *c = malloc(len ? len : 1), *ch = strdup(chunk);
+  if (!c || !ch) {
+    free(c);
+    free(ch);
+    return; /* the workers require the file, as before */
+  }
+  memcpy(c, code, len);
+  pthread_mutex_lock(&src_lock);
+  free(f->src.code);
+  free(f->src.chunk);
+  f->src = (lt_src){.code = c, .chunk = ch, .len = len};
+  pthread_mutex_unlock(&src_lock);
+  /* release: after the source, for lt_fn_pin_source's acquire load. */
+  atomic_store_explicit(&f->pinned, 1, memory_order_release);
+}
+
+/* Reads the file at path; NULL when it cannot. */
+static char *read_file(const char *path, size_t *len) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return NULL;
+  ty__buf b;
+  ty__buf_init(&b);
+  char chunk[8192];
+  size_t n;
+  bool ok = true;
+  while (ok && (n = fread(chunk, 1, sizeof chunk, fp)))
+    ok = !ty__buf_append(&b, chunk, n);
+  ok = ok && !ferror(fp);
+  fclose(fp);
+  if (!ok) {
+    ty__buf_free(&b);
+    return NULL;
+  }
+  *len = b.len;
+  return (char *)b.data; /* the caller frees it */
+}
+
+void lt_fn_pin_source(lua_State *L, lt_fn *f) {
+  /* acquire: pairs with lt_fn_set_source's release. */
+  if (atomic_load_explicit(&f->pinned, memory_order_acquire)) return;
+  int top = lua_gettop(L);
+  lua_getglobal(L, "package");
+  if (!lua_istable(L, -1)) goto out;
+  lua_getfield(L, top + 1, "preload");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, f->bytes);
+    if (!lua_isnil(L, -1)) goto done; /* require takes the preload */
+  }
+  lua_settop(L, top + 1);
+  lua_getfield(L, top + 1, "searchpath");
+  if (!lua_isfunction(L, -1)) goto out;
+  lua_pushlstring(L, f->bytes, f->len);
+  lua_getfield(L, top + 1, "path");
+  if (lua_pcall(L, 2, 1, 0) || !lua_isstring(L, -1)) goto done; /* C, ... */
+  size_t len = 0;
+  char *code = read_file(lua_tostring(L, -1), &len);
+  if (!code) goto out; /* try again at the next spawn */
+  lua_pushliteral(L, "@");
+  lua_insert(L, -2);
+  lua_concat(L, 2);
+  lt_fn_set_source(f, code, len, lua_tostring(L, -1));
+  free(code);
+  goto out;
+done:
+  /* relaxed: nothing is published with it (no source). */
+  atomic_store_explicit(&f->pinned, 1, memory_order_relaxed);
+out:
+  lua_settop(L, top);
+}
+
 /* ---- the receiving side -------------------------------------------------- */
 
 int lt_fn_bind(lua_State *L, int fn, int map) {
@@ -290,12 +378,65 @@ static int wrap_callable(lua_State *co) {
   return lua_pcall(co, 1, 1, 0) ? -1 : 0;
 }
 
+/* A copy of f's pinned source (malloc'd: loading it may raise nothing
+ * while src_lock is held), or false. */
+static bool src_copy(lt_fn *f, lt_src *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&src_lock);
+  if (f->src.code) {
+    out->code = malloc(f->src.len ? f->src.len : 1);
+    out->chunk = strdup(f->src.chunk);
+    if (out->code && out->chunk) {
+      memcpy(out->code, f->src.code, f->src.len);
+      out->len = f->src.len;
+    }
+  }
+  pthread_mutex_unlock(&src_lock);
+  if (out->code && out->chunk) return true;
+  free(out->code);
+  free(out->chunk);
+  return false;
+}
+
+/* Pushes module f's value on co as require would, but from the source the
+ * spawner pinned (not the file as it is now) when this state has not
+ * loaded it yet; 0, or -1 with the error pushed. */
+static int require_pinned(lua_State *co, lt_fn *f) {
+  lua_getglobal(co, "package");
+  lua_getfield(co, -1, "loaded");
+  lua_remove(co, -2);
+  lua_getfield(co, -1, f->bytes);
+  lt_src src;
+  if (!lua_isnil(co, -1) || !src_copy(f, &src)) {
+    lua_pop(co, 2);
+    lua_getglobal(co, "require");
+    lua_pushlstring(co, f->bytes, f->len);
+    return lua_pcall(co, 1, 1, 0) ? -1 : 0;
+  }
+  lua_pop(co, 1); /* package.loaded stays below */
+  int r = luaL_loadbuffer(co, src.code, src.len, src.chunk);
+  free(src.code);
+  free(src.chunk);
+  if (r) goto fail;
+  lua_pushlstring(co, f->bytes, f->len);
+  if (lua_pcall(co, 1, 1, 0)) goto fail;
+  if (lua_isnil(co, -1)) {
+    lua_pop(co, 1);
+    lua_pushboolean(co, 1);
+  }
+  lua_pushvalue(co, -1);
+  lua_setfield(co, -3, f->bytes); /* package.loaded[name], as require */
+  lua_remove(co, -2);
+  return 0;
+fail:
+  lua_remove(co, -2);
+  return -1;
+}
+
 /* Loads the function of blob f on co (first use on this worker). */
 static int load_function(lua_State *co, lt_fn *f) {
   if (f->kind == LT_FN_MODULE) {
-    lua_getglobal(co, "require");
-    lua_pushlstring(co, f->bytes, f->len);
-    if (lua_pcall(co, 1, 1, 0)) return -1;
+    if (require_pinned(co, f)) return -1;
     if (callable_object(co)) return wrap_callable(co);
     if (!lua_isfunction(co, -1)) {
       const char *got = luaL_typename(co, -1);

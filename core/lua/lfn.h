@@ -28,6 +28,15 @@ enum {
 lt_fn *lt_fn_of(lua_State *L, int idx, const char *fname);
 /* The blob of module `name` (spawned by name). */
 lt_fn *lt_fn_module(const char *name, size_t len);
+/* Spawned by name, a module runs the version the spawner saw: the first
+ * spawn of f reads the module's file (package.searchpath, the spawner's
+ * package.path) and every worker that has not loaded the module loads it
+ * from those bytes, not from the file as it is when it gets there. A
+ * module in package.preload or not a Lua file is required as before.
+ * tycho.reload replaces the source (lt_fn_set_source). */
+void lt_fn_pin_source(lua_State *L, lt_fn *f);
+void lt_fn_set_source(lt_fn *f, const char *code, size_t len,
+                      const char *chunk);
 /* Appends the payload of the function at idx (what a blob holds) to out, for
  * the blocking pool; raises as lt_fn_of. */
 void lt_fn_payload(lua_State *L, int idx, const char *fname, ty__buf *out);

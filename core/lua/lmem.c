@@ -26,6 +26,7 @@ static _Atomic int64_t g_total;
 static int64_t g_max = INT64_MAX;    /* max_memory */
 static int64_t g_hard = INT64_MAX;   /* past it, every charged growth fails */
 static int64_t g_victim = INT64_MAX; /* a charge this big is to blame */
+static int64_t g_hold = INT64_MAX;   /* and one that holds this much */
 static int64_t g_actor_max;          /* actor_memory, 0: none */
 
 static _Thread_local int64_t t_delta; /* not yet in g_total */
@@ -94,13 +95,19 @@ bool lt_mem_over(void) { return t_over; }
 /* Is c to blame for the process being over budget? When it allocated a
  * large share of it (1/32) in this run, or since the last collection cycle
  * of its worker's state: a bomb does, an innocent actor that allocates a
- * little at the wrong time does not. (Its lifetime count would not do: the
- * garbage of an actor that churns is mostly freed while others run, so
- * that count drifts up.) */
+ * little at the wrong time does not. (Its lifetime count alone would not
+ * do: the garbage of an actor that churns is mostly freed while others run,
+ * so that count drifts up.) Or when it holds an eighth of the budget (that
+ * lifetime count, allocated minus freed while it ran): a bomb of small
+ * tables that yields often allocates little per run and per cycle, but
+ * keeps all of it, and must end before its heap is so large that one
+ * collector step (which no hook interrupts) outlasts two slices and its
+ * worker is declared stuck, innocent actors with it. */
 static bool to_blame(const lt_heap *h, const lt_charge *c, size_t d) {
   int64_t recent = c->epoch == h->epoch ? c->recent : 0;
   return recent + (int64_t)d >= g_victim ||
-         (int64_t)(c->burst + d) >= g_victim || t_seen > g_hard;
+         (int64_t)(c->burst + d) >= g_victim || c->mem >= g_hold ||
+         t_seen > g_hard;
 }
 
 /* Should growth by d, charged to c, fail? An actor over actor_memory does;
@@ -229,7 +236,7 @@ void lt_mem_collect(lua_State *L) { lua_cpcall(L, collect, NULL); }
  * one ends), so that garbage does not count against the budget; and the
  * worker collects fully now and then, when its heap grew by 1/16 of the
  * budget since it last did. */
-void lt_mem_relieve(lua_State *L, lt_heap *h) {
+void lt_mem_relieve(lua_State *L, lt_heap *h, lt_charge *c) {
   static _Thread_local bool pressed;
   refresh();
   if (t_over != pressed) {
@@ -238,6 +245,10 @@ void lt_mem_relieve(lua_State *L, lt_heap *h) {
   }
   lt_mem_pressure = t_over || pressed;
   look_for_cycle(L, h);
+  if (t_over && c && c->mem >= g_hold) {
+    c->doomed = true; /* it ends now; its worker then collects */
+    return;
+  }
   if (!t_over || h->used < h->last_gc_used + (size_t)(g_max / 16)) return;
   lua_gc(L, LUA_GCCOLLECT, 0);
   h->last_gc_used = h->used;
@@ -275,6 +286,7 @@ void lt_mem_start(size_t max_memory, size_t actor_memory) {
   g_max = max_memory > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)max_memory;
   g_hard = g_max + g_max / 8;
   g_victim = g_max / 32;
+  g_hold = g_max / 8;
   g_actor_max = actor_memory > INT64_MAX / 2 ? 0 : (int64_t)actor_memory;
   refresh();
 }

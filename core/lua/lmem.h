@@ -117,12 +117,15 @@ int64_t lt_mem_total(void);
  * again each time its own count moved by 64 KiB. */
 bool lt_mem_over(void);
 
-/* At a safe point of the worker (after a run): under pressure, a full
- * collection, at most once per max_memory/16 of growth. */
+/* At a safe point of the worker (after a run of the actor charged to c, or
+ * NULL): under pressure, a full collection, at most once per max_memory/16
+ * of growth; or, when c holds an eighth of the budget, c is doomed instead
+ * (lmem.c, to_blame: collecting the heap it fills could outlast two
+ * slices). */
 extern _Thread_local bool lt_mem_pressure; /* this thread's view */
-void lt_mem_relieve(lua_State *L, lt_heap *h);
-static inline void lt_mem_after_run(lua_State *L, lt_heap *h) {
-  if (lt_mem_pressure) lt_mem_relieve(L, h);
+void lt_mem_relieve(lua_State *L, lt_heap *h, lt_charge *c);
+static inline void lt_mem_after_run(lua_State *L, lt_heap *h, lt_charge *c) {
+  if (lt_mem_pressure) lt_mem_relieve(L, h, c);
 }
 /* A full collection, protected (a failing __gc cannot escape). */
 void lt_mem_collect(lua_State *L);

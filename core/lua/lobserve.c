@@ -277,6 +277,18 @@ static int l_forget(lua_State *L) {
   return 0;
 }
 
+/* _obs_source(module, code, chunkname): spawns of `module` by name load
+ * this source from now on where the module is not loaded yet
+ * (tycho.reload, after every worker installed it: lfn.h). */
+static int l_source(lua_State *L) {
+  size_t len, clen;
+  const char *name = luaL_checklstring(L, 1, &len);
+  const char *code = luaL_checklstring(L, 2, &clen);
+  const char *chunk = luaL_checkstring(L, 3);
+  lt_fn_set_source(lt_fn_module(name, len), code, clen, chunk);
+  return 0;
+}
+
 /* _obs_io() -> {enters=, completions=, rearms=, enobufs=, wakes=}: this
  * worker's I/O backend counters (owner-only fields: the agent runs here). */
 static int l_io(lua_State *L) {
@@ -389,6 +401,7 @@ static const luaL_Reg funcs[] = {{"_obs_snapshot", l_snapshot},
                                  {"_obs_traceback", l_traceback},
                                  {"_obs_busy", l_busy},
                                  {"_obs_forget", l_forget},
+                                 {"_obs_source", l_source},
                                  {"_trace_set", l_trace_set},
                                  {"_obs_mtime", l_mtime},
                                  {"_obs_io", l_io},

@@ -385,7 +385,7 @@ static int call_protected(lua_State *L) {
 static int after_job(lua_State *L) {
   lp_thread *t = lua_touserdata(L, 1);
   if (t->charge.doomed) lua_gc(L, LUA_GCCOLLECT, 0);
-  else lt_mem_after_run(L, &t->heap);
+  else lt_mem_after_run(L, &t->heap, NULL);
   lt_gc_after_run(L);
   return 0;
 }

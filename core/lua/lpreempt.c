@@ -162,7 +162,13 @@ static void log_stuck(ty_worker *w, ty_actor *running, size_t n) {
   static const char why[] = "code that cannot be interrupted (a compiled "
                             "loop) ran two slices; its worker's actors are "
                             "reported dead";
-  ty__log_str(&e, "reason", why, sizeof why - 1);
+  static const char blocked[] = "blocked in a C call (a read, a write to a "
+                                "full pipe, a poll, os.execute) for three "
+                                "slices; its worker's actors are reported "
+                                "dead";
+  if (ty_worker_blocked(w))
+    ty__log_str(&e, "reason", blocked, sizeof blocked - 1);
+  else ty__log_str(&e, "reason", why, sizeof why - 1);
   ty__log_end(&e);
 }
 

@@ -109,6 +109,14 @@ typedef struct ty__wd {
   /* The watchdog thread's own: what it saw at its last look. */
   uint64_t seen_seq, seen_ns, seen_cpu, asked_ns, asked_cpu;
   bool asked; /* a slice request was posted for seen_seq (at asked_ns) */
+  /* The worker's thread id (for its /proc state), set at its start. */
+  _Atomic int tid;
+  /* The last declaration was of a thread blocked in a C call (under mu). */
+  bool blocked;
+  /* The watchdog's own, for the resume seen_seq: looks at its thread state
+   * from one slice on, and whether one of them found it awake. */
+  uint32_t naps;
+  bool woke;
 } ty__wd;
 
 struct ty_worker {
@@ -232,6 +240,8 @@ void ty__runtime_drain(ty_runtime *rt);
 /* watchdog.c */
 void ty__wd_init(ty_worker *w);
 void ty__wd_destroy(ty_worker *w);
+/* On w's thread, at its start: lets the watchdog read its thread state. */
+void ty__wd_thread_begin(ty_worker *w);
 /* Starts / stops the watchdog thread (no-op without max_slice). */
 void ty__wd_start(ty_runtime *rt);
 void ty__wd_stop(ty_runtime *rt);

@@ -441,6 +441,10 @@ void ty_worker_lock(ty_worker *w);
 void ty_worker_unlock(ty_worker *w);
 /* Has worker i been declared stuck? Any thread (a hint). */
 bool ty_worker_is_stuck(ty_runtime *rt, unsigned i);
+/* Was w, declared stuck, blocked in a C call (sleeping in the kernel: a
+ * read, a write to a full pipe, a poll) rather than running code? For the
+ * stuck op's report. */
+bool ty_worker_blocked(ty_worker *w);
 /* On w's thread: calls fn for each started actor whose home is w. */
 void ty_worker_each_actor(ty_worker *w, void (*fn)(ty_actor *a, void *ud),
                           void *ud);

@@ -21,6 +21,8 @@
  * the watchdog sees it left and withdraws.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +45,13 @@ void ty__wd_destroy(ty_worker *w) {
   free(w->wd.dead);
   w->wd.dead = NULL;
 }
+
+void ty__wd_thread_begin(ty_worker *w) {
+  /* relaxed: read only to name a /proc file; a stale 0 means "unknown". */
+  atomic_store_explicit(&w->wd.tid, (int)gettid(), memory_order_relaxed);
+}
+
+bool ty_worker_blocked(ty_worker *w) { return w->wd.blocked; }
 
 const _Atomic uint32_t *ty_worker_flag(const ty_worker *w) {
   return &w->wd.flag;
@@ -261,12 +270,13 @@ static void kill_pids(ty_worker *w) {
   }
 }
 
-static void declare(ty_worker *w, uint64_t seq, uint64_t now) {
+static void declare(ty_worker *w, uint64_t seq, uint64_t now, bool blocked) {
   ty_runtime *rt = w->rt;
   ty__wd *d = &w->wd;
   bool declared = false;
   pthread_mutex_lock(&d->mu);
   if (d->state != TY__WD_OK) goto out;
+  d->blocked = blocked;
   flag_set(w, TY__WDF_CLAIM);
   ty__heavy_fence(); /* the Dekker pair: see the top of this file */
   /* acquire: what the owner did before this resume is visible. */
@@ -321,6 +331,51 @@ static uint64_t ran_for(ty_worker *w, uint64_t now) {
   return cpu > wall / 4 ? cpu : wall / 4;
 }
 
+/* Is w's thread asleep in the kernel (state S or D in /proc: a read or a
+ * write that waits, a poll, a lock)? False when it cannot be told (no
+ * /proc, no fd left): the CPU-time rules below still hold then. */
+static bool sleeping(ty_worker *w) {
+  /* relaxed: see ty__wd_thread_begin. */
+  int tid = atomic_load_explicit(&w->wd.tid, memory_order_relaxed);
+  if (tid <= 0) return false;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the name may hold anything */
+  return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
+}
+
+/* Slices of wall time a resume may spend blocked in a C call (asleep in
+ * the kernel, using almost no CPU) before its worker is declared stuck:
+ * such a thread is not starved (that one is runnable) and no interrupt
+ * reaches it until the call returns, which may be never (io.read on a
+ * terminal, a write to a pipe nobody reads). Its actors' callers get
+ * "dead" instead of a timeout, and a stop does not wait for it. */
+#define TY__WD_BLOCKED_SLICES 3
+
+/* Is the resume w runs blocked in a C call? Its thread was found asleep at
+ * every look from its first slice on (a thread the machine starves is
+ * runnable at most looks, and may be caught asleep at one: a lock, a page
+ * fault), at least 8 looks, three slices have passed and it had less than
+ * half a slice of CPU. */
+static bool blocked(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
+  ty__wd *d = &w->wd;
+  uint64_t wall = now - d->seen_ns;
+  if (d->woke || wall + tick < slice) return false;
+  if (!sleeping(w)) {
+    d->woke = true;
+    return false;
+  }
+  d->naps++;
+  return wall + tick >= TY__WD_BLOCKED_SLICES * slice && d->naps >= 8 &&
+         cpu_ns(w, now) - d->seen_cpu < slice / 2;
+}
+
 /* One look at one worker. */
 static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   ty__wd *d = &w->wd;
@@ -337,8 +392,14 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   if (!(s & 1) || s != d->seen_seq) {
     d->seen_seq = s;
     d->seen_ns = now;
+    d->naps = 0;
+    d->woke = false;
     if (s & 1) d->seen_cpu = cpu_ns(w, now);
     d->asked = false;
+    return;
+  }
+  if (blocked(w, now, slice, tick)) {
+    declare(w, s, now, true);
     return;
   }
   uint64_t ran = ran_for(w, now); /* at most one tick short of the truth */
@@ -363,7 +424,7 @@ static void check(ty_worker *w, uint64_t now, uint64_t slice, uint64_t tick) {
   bool tried = cpu_ns(w, now) - d->asked_cpu >= slice / 2;
   if ((tried && wall + 2 * tick >= 2 * slice && since >= slice / 4) ||
       since + tick >= 4 * slice)
-    declare(w, s, now);
+    declare(w, s, now, false);
 }
 
 static void *wd_main(void *arg) {

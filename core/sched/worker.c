@@ -380,6 +380,7 @@ static void pin_to_cpu(ty_worker *w) {
 static void worker_begin(ty_worker *w) {
   ty_runtime *rt = w->rt;
   ty__tls_worker = w;
+  ty__wd_thread_begin(w);
   ty__alloc_thread_init();
   ty__wheel_init(&w->wheel, ty__tick_down(ty_runtime_now_ns(rt)));
   w->batch_start_ns = ty_runtime_now_ns(rt);

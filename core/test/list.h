@@ -34,6 +34,7 @@
   X(wd_slice, 30)                                                              \
   X(wd_stale_requests, 120)                                                    \
   X(wd_stuck, 30)                                                              \
+  X(wd_blocked, 30)                                                            \
   X(wd_stop_abandons, 30)                                                      \
   X(rt_spawn_hook, 120)                                                        \
   X(mtimer_once, 30)                                                           \

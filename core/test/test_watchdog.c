@@ -18,6 +18,7 @@ static _Atomic long g_asks;    /* interrupt calls with a kind */
 static _Atomic int g_release;  /* lets the stuck actor return */
 static _Atomic int g_running;  /* the stuck actor started */
 static _Atomic long g_done, g_destroyed, g_dead, g_peer;
+static _Atomic int g_blocked; /* the last declaration was of a blocked one */
 
 typedef int (*step_fn)(ty_actor *a);
 
@@ -36,7 +37,8 @@ static void w_interrupt(ty_worker *w, int kind, uint64_t seq, void *ud) {
 }
 static void w_stuck(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
                     void *ud) {
-  (void)w, (void)running, (void)dead, (void)ud;
+  (void)running, (void)dead, (void)ud;
+  atomic_store(&g_blocked, ty_worker_blocked(w));
   atomic_fetch_add(&g_dead, (long)n);
 }
 static void w_peer(ty_worker *w, void *ud) {
@@ -66,6 +68,7 @@ static void reset(void) {
   atomic_store(&g_destroyed, 0);
   atomic_store(&g_dead, 0);
   atomic_store(&g_peer, 0);
+  atomic_store(&g_blocked, 0);
 }
 
 static ty_runtime *start(unsigned workers, double slice, double stop) {
@@ -190,7 +193,8 @@ TEST_IMPL(wd_stuck) {
   CHECK_EQ(atomic_load(&g_dead), 2);
   CHECK(!ty_pid_alive(rt, waiter));
   CHECK(!ty_pid_alive(rt, runner));
-  CHECK(wait_for(&g_peer, 1, 2)); /* worker 0 was told */
+  CHECK(wait_for(&g_peer, 1, 2));  /* worker 0 was told */
+  CHECK(!atomic_load(&g_blocked)); /* it ran: a loop, not a C call */
   ty_pid p;
   CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_finish, &p), -EHOSTDOWN);
   ty_msg *m = ty_msg_new(0);
@@ -212,6 +216,53 @@ TEST_IMPL(wd_stuck) {
   CHECK(wait_for(&g_done, 51, 5));
   CHECK_EQ(ty_runtime_stop(rt), 0);
   ty_runtime_free(rt);
+  return 0;
+}
+
+/* Blocks in read() on a pipe until the test writes to it: a C call that
+ * waits in the kernel (io.read on a terminal, a full pipe), using no CPU. */
+static int g_pipe[2];
+static int step_blocked(ty_actor *a) {
+  (void)a;
+  char c;
+  atomic_store(&g_running, 1);
+  while (read(g_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  return TY_DONE;
+}
+
+TEST_IMPL(wd_blocked) {
+  reset();
+  CHECK_EQ(pipe(g_pipe), 0);
+  ty_runtime *rt = start(2, 0.05, 5);
+  CHECK(rt);
+  ty_pid waiter, reader;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &waiter), 0);
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_blocked, &reader), 0);
+  uint64_t t0 = ty__now_ns();
+  while (!ty_worker_is_stuck(rt, 1)) {
+    CHECK(ty__now_ns() - t0 < 3000000000ull); /* 60 slices */
+    usleep(1000);
+  }
+  CHECK(wait_for(&g_dead, 2, 2));
+  CHECK(atomic_load(&g_blocked));
+  CHECK(!ty_pid_alive(rt, waiter));
+  CHECK(!ty_pid_alive(rt, reader));
+  CHECK_EQ(atomic_load(&g_asks), 1); /* asked once: declared blocked */
+  /* The call returns: the worker comes back and takes work again. */
+  CHECK_EQ(write(g_pipe[1], "x", 1), 1);
+  t0 = ty__now_ns();
+  while (ty_worker_is_stuck(rt, 1)) {
+    CHECK(ty__now_ns() - t0 < 3000000000ull);
+    usleep(1000);
+  }
+  ty_pid p;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_finish, &p), 0);
+  CHECK(wait_for(&g_done, 1, 5));
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  close(g_pipe[0]);
+  close(g_pipe[1]);
   return 0;
 }
 

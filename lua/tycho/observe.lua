@@ -147,19 +147,77 @@ function M.trace(pid, events, opts)
   return true
 end
 
--- tycho.reload(module) -> true | nil, err: loads the new version on every
--- worker, and installs it everywhere only when every worker loaded it.
+-- Reload's trial (on a pool thread, its own Lua state): runs the module's
+-- chunk once with the JIT off and a count hook that raises past `secs`
+-- seconds or `kb` KiB more memory, so that a module that loops or swells
+-- at load never reaches a worker. Returns true, or nil and the error; an
+-- error not of the budget (a module that needs an actor at load, say) is
+-- left to the workers' own load to judge ("other").
+local function trial(code, chunk, name, secs, kb)
+  local core = require "tycho.core"
+  local fn, err = loadstring(code, chunk)
+  if not fn then return nil, err, "other" end
+  local deadline, base = core.now() + secs, collectgarbage("count")
+  local over
+  local function hook()
+    if core.now() > deadline then
+      over = ("took longer than %gs to load"):format(secs)
+    elseif collectgarbage("count") - base > kb then
+      over = ("used more than %d MiB to load"):format(kb / 1024)
+    end
+    if over then error(over, 0) end
+  end
+  jit.off()
+  jit.flush()
+  debug.sethook(hook, "", 1000)
+  local ok, e = pcall(fn, name)
+  debug.sethook()
+  jit.on()
+  collectgarbage()
+  if over then return nil, over, "budget" end
+  if not ok then return nil, tostring(e), "other" end
+  return true
+end
+
+local TRIAL_SECONDS, TRIAL_KB = 5, 256 * 1024
+M._trial_budget = function(secs, kb) TRIAL_SECONDS, TRIAL_KB = secs, kb end
+
+-- The module's file (through package.path) and its bytes, or nil.
+local function source(name)
+  local path = package.searchpath and package.searchpath(name, package.path)
+  if not path then return nil end
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local code = f:read("*a")
+  f:close()
+  return code, "@" .. path
+end
+
+-- tycho.reload(module) -> true | nil, err: reads the module's file once,
+-- loads it once on a pool thread under a time and memory budget (a module
+-- that loops at load fails the reload there, before any worker sees it),
+-- then loads those bytes on every worker, and installs them everywhere
+-- only when every worker loaded them (also for later spawns by name).
 function M.reload(name)
   if type(name) ~= "string" then error("tycho.reload: module name expected", 2) end
+  local code, chunk = source(name)
   local err
-  for w, r in ipairs(on_workers("stage", name)) do
-    if not r[1] then err = err or ("worker %d: %s"):format(w, tostring(r[2])) end
+  if code then
+    local ok, e, kind = require("tycho").blocking(trial, code, chunk, name,
+      TRIAL_SECONDS, TRIAL_KB)
+    if not ok and kind ~= "other" then err = e or "the trial load failed" end
   end
-  on_workers("commit", name, err == nil)
+  if not err then
+    for w, r in ipairs(on_workers("stage", name, code, chunk)) do
+      if not r[1] then err = err or ("worker %d: %s"):format(w, tostring(r[2])) end
+    end
+    on_workers("commit", name, err == nil)
+  end
   if err then
     require("tycho.log").error("reload failed", { module = name, err = err })
     return nil, err
   end
+  if code then core._obs_source(name, code, chunk) end
   require("tycho.log").info("reloaded", { module = name })
   return true
 end

@@ -32,10 +32,16 @@ function jobs.loaded()
   return table.concat(t, "\n")
 end
 
--- Reload, phase one: load the new version (nothing is installed yet).
-function jobs.stage(name)
+-- Reload, phase one: load the new version (nothing is installed yet): from
+-- the bytes tycho.reload read once (every worker the same), else through
+-- the searchers (a C module).
+function jobs.stage(name, code, chunk)
   local loader, why = nil, ""
-  for _, searcher in ipairs(package.loaders) do
+  if code then
+    loader, why = loadstring(code, chunk)
+    if not loader then return nil, why end
+  end
+  for _, searcher in ipairs(loader and {} or package.loaders) do
     local l = searcher(name)
     if type(l) == "function" then loader = l; break end
     if type(l) == "string" then why = why .. l end
