@@ -576,8 +576,7 @@ static int resume_counted(ty_actor *a, lt_worker *lw) {
   bool first = !a->started;
   la->resumes++;
   int r = resume_actor(a, lw);
-  if (first && lt_rare_rd(la)->ack_to)
-    send_start_ack(la, a->pid, r == TY_DONE);
+  if (first && lt_rare_rd(la)->ack_to) send_start_ack(la, a->pid, r == TY_DONE);
   return r;
 }
 

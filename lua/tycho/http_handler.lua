@@ -1,5 +1,7 @@
 -- tycho.http_handler - a tycho.http handler moved to every worker: what an
 -- acceptor needs to rebuild it on its own worker (tycho.http, lua/tycho/http.lua).
+local core = require "tycho.core"
+
 local M = {}
 
 -- The name package.loaded knows v by, or nil.
@@ -44,6 +46,10 @@ function M.pack(h, fname)
       ups[i] = m
     end
   end
+  -- Debug mode: a global the handler reads that a fresh worker state
+  -- lacks raises here, as at a spawn (core/lua/lglobals.c).
+  local okg, gerr = pcall(core._check_globals, h, "http." .. fname)
+  if not okg then error(gerr, 3) end
   local ok, code = pcall(string.dump, h)
   if not ok then
     error(("tycho.http.%s: the handler cannot be moved (%s)"):format(fname, code), 3)
