@@ -238,7 +238,7 @@ local tycho = require "tycho"
 local f = assert(io.open(arg[2], "w"))
 f:write(require("tycho.core")._worker())
 f:close()
-tycho.http.serve{host = "127.0.0.1", port = tonumber(arg[1]), handler = function(req)
+local srv = tycho.http.listen{host = "127.0.0.1", port = 0, handler = function(req)
   if req.path ~= "/" then
     local main = io.open(arg[2]):read("*a")
     if tostring(require("tycho.core")._worker()) == main then
@@ -249,28 +249,37 @@ tycho.http.serve{host = "127.0.0.1", port = tonumber(arg[1]), handler = function
   if req.path == "/spin" then local n = 0 while true do n = n + #tostring(n) end end
   return {status = 200, body = "ok"}
 end}
+-- The bound port (port 0: the kernel's pick), for the client script.
+local pf = assert(io.open(arg[1] .. ".tmp", "w"))
+pf:write(srv.port)
+pf:close()
+os.rename(arg[1] .. ".tmp", arg[1])
+srv:wait()
 ]]
 
 local function http_during(io_kind, path)
   local app = H.write_tmp(APP, ".lua")
-  local port = 21000 + math.random(0, 4000)
   local script = ([[
-    %s --workers 2 --io %s --max-slice 0.25 %s %d %s 2>/dev/null & spid=$!
+    %s --workers 2 --io %s --max-slice 0.25 %s %s %s 2>/dev/null & spid=$!
+    for i in $(seq 200); do [ -s %s ] && break; sleep 0.05; done
+    port=$(cat %s)
     for i in $(seq 100); do
-      curl -s -o /dev/null --max-time 1 http://127.0.0.1:%d/ && break; sleep 0.05
+      curl -s -o /dev/null --max-time 1 http://127.0.0.1:$port/ && break; sleep 0.05
     done
     for i in $(seq 50); do
-      [ "$(curl -s --max-time 0.3 http://127.0.0.1:%d%s)" = again ] || break
+      [ "$(curl -s --max-time 0.3 http://127.0.0.1:$port%s)" = again ] || break
     done
     ok=0
     for i in $(seq 150); do
-      [ "$(curl -s --max-time 2 http://127.0.0.1:%d/)" = ok ] && ok=$((ok+1))
+      [ "$(curl -s --max-time 2 http://127.0.0.1:$port/)" = ok ] && ok=$((ok+1))
     done
     kill -TERM $spid; wait $spid; echo "$ok $?"
-  ]]):format(H.launcher, io_kind, app, port, app .. ".main", port, port, path, port)
+  ]]):format(H.launcher, io_kind, app, app .. ".port", app .. ".main", app .. ".port",
+    app .. ".port", path)
   local rc, out = H.sh(script)
   os.remove(app)
   os.remove(app .. ".main")
+  os.remove(app .. ".port")
   assert.equal(0, rc)
   local ok, code = out:match("(%d+) (%d+)")
   return tonumber(ok), tonumber(code)
