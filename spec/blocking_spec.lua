@@ -164,7 +164,7 @@ describe("tycho.blocking", function()
         end, 1)
         tycho.send(me, "done", tycho.now() - t0)
       end)
-      local ticks, tag, took = 0, nil, nil
+      local ticks, tag, took = 0
       repeat
         tycho.sleep(0.01)
         ticks = ticks + 1
