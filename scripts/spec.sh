@@ -21,7 +21,8 @@
 # there for a spec that cannot take port 0. Each file's result is one line
 # as it ends; the output of the files that failed follows at the end.
 #
-# SPEC_TIMEOUT (seconds, default 600) bounds each busted process.
+# SPEC_TIMEOUT (seconds, default 600; 900 for each file in lanes, where
+# install_spec's two builds share the CPUs) bounds each busted process.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -118,9 +119,10 @@ lane() {
     log="$work/$name.log"
     mkdir -p "$tmp"
     t0=$(date +%s.%N)
-    TMPDIR=$tmp TYCHO_SPEC_LANE=$k \
-      TYCHO_SPEC_PORTS="$((20000 + k * 1000)) $((20999 + k * 1000))" \
-      timeout "${SPEC_TIMEOUT:-600}" luajit "$BUSTED" --ignore-lua -o utfTerminal "$f" \
+    # (ports 21000-32999, below the kernel's ephemeral ones, 12 ranges)
+    local p0=$((20000 + ((k - 1) % 12 + 1) * 1000))
+    TMPDIR=$tmp TYCHO_SPEC_LANE=$k TYCHO_SPEC_PORTS="$p0 $((p0 + 999))" \
+      timeout "${SPEC_TIMEOUT:-900}" luajit "$BUSTED" --ignore-lua -o utfTerminal "$f" \
       </dev/null >"$log" 2>&1
     rc=$?
     t1=$(date +%s.%N)
