@@ -205,8 +205,6 @@ describe("tycho.link", function()
   end)
 
   it("to an actor that ends before seeing the link sends its reason, from that pid", function()
-    -- (its 0.3 s of CPU may take seconds on a loaded machine: no watchdog)
-    tycho.config{ max_slice = 0 }
     local tag, same, reason = tycho.run(function()
       tycho.trap_exit(true)
       local busy = core._spawn_at(H.other_worker(), function(parent)
@@ -219,7 +217,6 @@ describe("tycho.link", function()
       local tag, pid, reason = tycho.recv(5)
       return tag, pid == busy, reason
     end)
-    tycho.config{ max_slice = 1 }
     assert.equal("EXIT", tag)
     assert.is_true(same)
     assert.equal("normal", reason)
