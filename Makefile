@@ -2,7 +2,9 @@
 #   make            everything: core library, Lua module, launcher, C tests
 #   make lib        only what an install needs: the Lua module and the launcher
 #   make deps       installs the Debian packages the build and tests need
-#   make test       every test (C tests, then busted specs)
+#   make test       every test (C tests, lint, and the busted specs in parallel lanes)
+#   make test-repeat  the C tests and specs N times (N=5), every test that
+#                   failed in any run with its count (scripts/test-repeat.sh)
 #   make tsan/asan  the C tests under ThreadSanitizer / AddressSanitizer+UBSan
 #   make fuzz       every libFuzzer target, FUZZ_S seconds each (fuzz/README.md)
 #   make chaos      the C tests with random yields and sleeps in the scheduler
@@ -82,7 +84,7 @@ LLHTTP_INC = /usr/share/include/llhttp
 LLHTTP_DEF = -DLLHTTP_STRICT_MODE=1
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
-.PHONY: all lib ctest test spec lint tsan asan bench bench-chart deps clean \
+.PHONY: all lib ctest test test-repeat spec lint tsan asan bench bench-chart deps clean \
         install check-cjson dist rock fuzz fuzz-build chaos \
         asan-spec cluster-soak
 
@@ -160,6 +162,10 @@ test: all
 cluster-soak: lib
 	FLOOD_ROUNDS=5 FLOOD_MESSAGES=20000 FLOOD_VERBOSE=1 \
 	  scripts/spec.sh spec/cluster_hostile_spec.lua --filter=flood
+
+N ?= 5
+test-repeat: all
+	scripts/test-repeat.sh $(N)
 
 # The layering of core/ (scripts/layers.sh), the C style (.clang-format) and
 # luacheck on the Lua code (.luacheckrc): zero warnings. Also part of test.

@@ -52,6 +52,10 @@ LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w
 # workload (/work/shared/peers/erlang/bench.erl), so they are not asked;
 # PEERS=1 runs our own Erlang counterpart (bench/erlang/gen_server.sh).
 SERVER_LUA_WORKLOADS="memory_server server_call"
+# Ours only too: the ping-pong rate while 100 actors keep the blocking pool
+# busy, as a share of the unloaded rate (spec/blocking_spec.lua checks only
+# that no round trip stalls: a rate is no test on a shared machine).
+OWN_LUA_WORKLOADS="blocking_load"
 SERVER_WORKLOADS="http https http_client cluster ws pg web shared"   # https, http_client: bench/net.sh; ws: bench/ws.sh
 # pg: bench/pg.sh (tycho.pg beside pgbench and tycho.blocking on one PostgreSQL)
 # web: bench/web.sh (a tycho.web router vs the bare handler, app:static vs
@@ -319,7 +323,7 @@ run_peer() {
 # A ratio is tycho/peer for rates and percentages, peer/tycho for times and
 # sizes: > 1 means tycho is better.
 table() {
-    awk -v order="$WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS http_json https_new" -v peers="$PEER_NAMES" '
+    awk -v order="$WORKLOADS $SERVER_LUA_WORKLOADS $OWN_LUA_WORKLOADS $SERVER_WORKLOADS http_json https_new" -v peers="$PEER_NAMES" '
     function human(v) {
         if (v == "") return "-"
         if (v == "FAILED") return v
@@ -402,7 +406,7 @@ if [ -n "${TABLE_FROM:-}" ]; then
 fi
 
 for w in $BENCH; do
-    in_list "$w" "$WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS" ||
+    in_list "$w" "$WORKLOADS $SERVER_LUA_WORKLOADS $OWN_LUA_WORKLOADS $SERVER_WORKLOADS" ||
         echo "# tycho: no workload '$w' (known: $WORKLOADS; peers may still run it)"
 done
 if [ ! -x "$CBENCH" ] || [ ! -x "$TYCHO" ]; then
@@ -417,9 +421,9 @@ if awk -v l="$load" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
     out "# warning: the 1-minute load is $load on $(nproc) CPUs: numbers will be noisy"
 fi
 
-for w in $WORKLOADS $SERVER_LUA_WORKLOADS $SERVER_WORKLOADS; do
+for w in $WORKLOADS $SERVER_LUA_WORKLOADS $OWN_LUA_WORKLOADS $SERVER_WORKLOADS; do
     want "$w" || continue
-    if in_list "$w" "$SERVER_LUA_WORKLOADS"; then
+    if in_list "$w" "$SERVER_LUA_WORKLOADS $OWN_LUA_WORKLOADS"; then
         bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"; continue
     fi
     if [ "$w" = http ]; then run_http; continue; fi

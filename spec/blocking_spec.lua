@@ -150,7 +150,8 @@ describe("tycho.blocking", function()
 
   it("makes the actor wait, not its worker", function()
     -- A fork shares its actor's worker: if the blocking call held the
-    -- worker, the ticking loop below could not run until it returned.
+    -- worker, the ticking loop below could not run until it returned (one
+    -- tick at most before "done"); free, it ticks about 100 times.
     local r = run_with(nil, function()
       local tycho = require "tycho"
       local me = tycho.self()
@@ -160,24 +161,25 @@ describe("tycho.blocking", function()
           local ffi = require "ffi"
           pcall(ffi.cdef, "int usleep(unsigned int usec);")
           ffi.C.usleep(s * 1e6)
-        end, 0.3)
+        end, 1)
         tycho.send(me, "done", tycho.now() - t0)
       end)
-      local ticks = 0
-      while tycho.now() - t0 < 0.25 do
+      local ticks, tag, took = 0
+      repeat
         tycho.sleep(0.01)
         ticks = ticks + 1
-      end
-      local tag, took = tycho.recv(5)
+        tag, took = tycho.recv(0)
+      until tag or tycho.now() - t0 > 10
       return { ticks = ticks, tag = tag, took = took }
     end)
     assert.equal("done", r.tag)
-    assert.is_true(r.ticks >= 10, "the worker ticked only " .. r.ticks .. " times")
-    assert.is_true(r.took >= 0.29 and r.took < 1.0, "took " .. tostring(r.took))
+    assert.is_true(r.ticks >= 5, "the worker ticked only " .. r.ticks .. " times")
+    assert.is_true(r.took >= 0.99 and r.took < 5, "took " .. tostring(r.took))
   end)
 
   -- 100 actors, each one 100 ms blocking sleep: with `max` threads that is
-  -- ceil(100 / max) rounds of 0.1 s. Windows are wide: 2 noisy cores.
+  -- ceil(100 / max) rounds of 0.1 s, never less; the upper bounds are far
+  -- below one thread's 10 s, wide enough for a loaded machine.
   local function sleepers(max)
     return run_with({ max = max }, function(n)
       local tycho = require "tycho"
@@ -209,7 +211,7 @@ describe("tycho.blocking", function()
   it("runs 100 x 100 ms sleeps on 10 threads in about 1 s", function()
     local r = sleepers(10)
     print(("\n  100 x 100 ms on 10 threads: %.3f s"):format(r.dt))
-    assert.is_true(r.dt >= 0.9 and r.dt <= 2.0, ("took %.3f s"):format(r.dt))
+    assert.is_true(r.dt >= 0.9 and r.dt <= 5, ("took %.3f s"):format(r.dt))
     assert.is_true(r.peak <= 10)
     assert.equal(10, r.stats.threads)
     assert.equal(10, r.stats.idle)
@@ -221,7 +223,7 @@ describe("tycho.blocking", function()
   it("runs 100 x 100 ms sleeps on 50 threads in about 0.2 s", function()
     local r = sleepers(50)
     print(("\n  100 x 100 ms on 50 threads: %.3f s"):format(r.dt))
-    assert.is_true(r.dt >= 0.19 and r.dt <= 0.8, ("took %.3f s"):format(r.dt))
+    assert.is_true(r.dt >= 0.19 and r.dt <= 2.5, ("took %.3f s"):format(r.dt))
     assert.is_true(r.peak <= 50)
     assert.equal(100, r.stats.completed)
   end)
@@ -254,7 +256,7 @@ describe("tycho.blocking", function()
     end)
     local got = r.got
     assert.equal("busy", got[1].what) -- refused first, without waiting
-    assert.is_true(got[1].at < 0.1)
+    assert.is_true(got[1].at < 0.29) -- before the running job could end
     assert.equal("slept", got[2].what)
     assert.equal("slept", got[3].what)
     assert.is_true(got[3].at >= 0.55) -- queued behind the first: 2 rounds
@@ -286,7 +288,8 @@ describe("tycho.blocking", function()
   end)
 
   it("retires threads after the idle time and starts new ones on demand", function()
-    local r = run_with({ max = 4, idle = 0.2 }, function()
+    -- idle 1 s: "young" is looked at 0.1 s after the jobs, "old" 2 s after.
+    local r = run_with({ max = 4, idle = 1 }, function()
       local tycho = require "tycho"
       local me = tycho.self()
       local function nap(s)
@@ -301,7 +304,7 @@ describe("tycho.blocking", function()
       local busy = tycho.pool_stats()
       tycho.sleep(0.1)
       local young = tycho.pool_stats() -- idle, not retired yet
-      tycho.sleep(0.5)
+      tycho.sleep(1.9)
       local old = tycho.pool_stats()
       local again = tycho.blocking(function() return "again" end)
       tycho.sleep(0.05)
@@ -352,7 +355,7 @@ describe("tycho.blocking", function()
           tycho.blocking(function()
             local ffi = require "ffi"
             pcall(ffi.cdef, "int usleep(unsigned int usec);")
-            ffi.C.usleep(300000)
+            ffi.C.usleep(1000000)
           end)
         end)
       end
@@ -360,25 +363,22 @@ describe("tycho.blocking", function()
       return tycho.now() -- main ends: one job runs, four wait in the queue
     end)
     -- tycho.now is one monotonic clock across runs: the run waited for the
-    -- running job (about 0.25 s more), not for the four queued ones (1.2 s).
+    -- running job (about 0.95 s more), not for the four queued ones (4 s).
     local late = tycho.run(function() return require("tycho").now() end) - main_end
-    assert.is_true(late >= 0.2, ("returned after %.3f s"):format(late))
-    assert.is_true(late < 0.9, ("returned after %.3f s"):format(late))
+    assert.is_true(late >= 0.9, ("returned after %.3f s"):format(late))
+    assert.is_true(late < 3.5, ("returned after %.3f s"):format(late))
   end)
 
-  it("keeps at least 90% of the ping-pong rate under a blocking load", function()
-    -- An A/B test built for a noisy shared machine. The run is cut into
-    -- windows of W seconds that alternate unloaded / loaded; in each loaded
-    -- window 100 actors run back-to-back 100 ms blocking sleeps on the pool
-    -- (their starts staggered over 0.1 s, so completions arrive steadily,
-    -- about 1000 per second). The ping-pong runs through every window; the
-    -- median rate of the loaded windows is compared with that of the
-    -- unloaded ones, so slow drifts of the machine hit both sides alike.
-    -- The pong actor sits on the pinger's worker, then on the other one
-    -- (tycho.core._spawn_at; a plain spawn where it is missing): the rates
-    -- differ 10-100x. A placement gets three attempts: noise passes one
-    -- eventually; a worker that stalls on the pool never does.
-    local r = run_with({ max = 100 }, function(W, K)
+  it("answers every ping-pong round trip while the pool is saturated", function()
+    -- 100 actors keep a pool of 100 threads busy with back-to-back 100 ms
+    -- blocking sleeps; meanwhile a ping-pong runs for 0.5 s with the pong
+    -- on the pinger's worker (tycho.core._spawn_at), then on the other one.
+    -- Every round trip completes and none waits more than 2 s: a worker
+    -- that ran a blocking job itself would hold its actors 100 ms per job,
+    -- seconds with 50 loaded actors on it. The rate under load is a
+    -- measurement, not a property of every machine: bench/lua/blocking_load.lua
+    -- (make bench BENCH=blocking_load).
+    local r = run_with({ max = 100 }, function()
       local tycho = require "tycho"
       local core = require "tycho.core"
       local function pong()
@@ -389,74 +389,51 @@ describe("tycho.blocking", function()
           tycho.reply(v)
         end
       end
-      local function load(t0, W, K, delta)
+      local function load()
         local tycho = require "tycho"
-        for k = 1, K - 1, 2 do -- the odd windows are loaded
-          local s = t0 + k * W
-          local now = tycho.now()
-          if s + delta > now then tycho.sleep(s + delta - now) end
-          while tycho.now() + 0.1 <= s + W do
-            tycho.blocking(function()
-              local ffi = require "ffi"
-              pcall(ffi.cdef, "int usleep(unsigned int usec);")
-              ffi.C.usleep(100000)
-            end)
-          end
-        end
+        repeat
+          tycho.blocking(function()
+            local ffi = require "ffi"
+            pcall(ffi.cdef, "int usleep(unsigned int usec);")
+            ffi.C.usleep(100000)
+          end)
+        until tycho.recv(0) == "stop"
       end
-      local function median(t)
-        table.sort(t)
-        local h = math.floor(#t / 2)
-        return #t % 2 == 1 and t[h + 1] or (t[h] + t[h + 1]) / 2
-      end
-      local function attempt(p)
-        local base = tycho.pool_stats().completed
-        local t0 = tycho.now() + 0.05
-        for i = 1, 100 do tycho.spawn(load, t0, W, K, (i - 1) * 0.001) end
-        tycho.sleep(t0 - tycho.now())
-        local free, loaded = {}, {}
-        for k = 0, K - 1 do
-          local e, n, ts = t0 + (k + 1) * W, 0, tycho.now()
-          repeat
-            for i = 1, 100 do tycho.call(p, i) end
-            n = n + 100
-          until tycho.now() >= e
-          local list = k % 2 == 0 and free or loaded
-          list[#list + 1] = n / (tycho.now() - ts)
-        end
-        tycho.sleep(0.15) -- the last jobs count themselves
-        return { free = median(free), loaded = median(loaded),
-          jobs = tycho.pool_stats().completed - base }
-      end
-      local function measure(where)
-        local p = (core._spawn_at and where) and core._spawn_at(where, pong) or tycho.spawn(pong)
-        for i = 1, 2000 do tycho.call(p, i) end -- warm up (JIT, caches)
-        local tries = {}
-        for t = 1, 3 do
-          tries[t] = attempt(p)
-          if tries[t].loaded >= 0.9 * tries[t].free then break end
-        end
-        tycho.send(p, "stop")
-        return tries
-      end
+      local loaders = {}
+      for i = 1, 100 do loaders[i] = tycho.spawn(load) end
+      local t0 = tycho.now()
+      while tycho.pool_stats().threads < 100 and tycho.now() - t0 < 10 do tycho.sleep(0.01) end
+      local out = { threads = tycho.pool_stats().threads }
       local here = core._worker and core._worker()
       local n = tycho.stats().workers
-      return { same = measure(here), other = n > 1 and measure(here and here % n + 1) or nil }
-    end, 0.25, 10)
-    for _, kind in ipairs({ "same", "other" }) do
-      for i, m in ipairs(r[kind] or {}) do
-        local ratio = m.loaded / m.free
-        print(("\n  ping-pong, pong on the %s worker (try %d): %.0f round trips/s unloaded, "
-          .. "%.0f with 100 blocking sleepers (%d pool jobs): %.1f%%"):format(kind, i, m.free,
-          m.loaded, m.jobs, ratio * 100))
-        assert.is_true(m.jobs >= 5 * 100, "the load did not run: " .. m.jobs .. " jobs")
+      for _, kind in ipairs{ "same", "other" } do
+        local where = here and (kind == "same" and here or here % n + 1)
+        local p = (core._spawn_at and where) and core._spawn_at(where, pong) or tycho.spawn(pong)
+        local jobs0, done, wrong, worst = tycho.pool_stats().completed, 0, 0, 0
+        local stop = tycho.now() + 0.5
+        repeat
+          local ts = tycho.now()
+          local v = tycho.call_timeout(10, p, done + 1)
+          worst = math.max(worst, tycho.now() - ts)
+          if v ~= done + 1 then wrong = wrong + 1 end
+          done = done + 1
+        until tycho.now() >= stop
+        tycho.send(p, "stop")
+        out[kind] = { done = done, wrong = wrong, worst = worst,
+          jobs = tycho.pool_stats().completed - jobs0, busy = tycho.pool_stats().threads }
       end
-      local tries = r[kind]
-      if tries then
-        local last = tries[#tries]
-        assert.is_true(last.loaded >= 0.9 * last.free,
-          ("%s worker: below 90%% of the unloaded rate in all %d tries"):format(kind, #tries))
-      end
+      for _, l in ipairs(loaders) do tycho.send(l, "stop") end
+      return out
+    end)
+    assert.equal(100, r.threads, "the pool never filled up")
+    for _, kind in ipairs{ "same", "other" } do
+      local m = r[kind]
+      assert.equal(0, m.wrong, kind .. ": a round trip went wrong")
+      assert.is_true(m.done >= 1, kind .. ": no round trip")
+      assert.is_true(m.worst < 2, ("%s: a round trip waited %.3f s"):format(kind, m.worst))
+      -- The pool stayed saturated meanwhile: all threads there, jobs ending.
+      assert.equal(100, m.busy, kind)
+      assert.is_true(m.jobs >= 100, kind .. ": only " .. m.jobs .. " jobs ended")
     end
   end)
 end)

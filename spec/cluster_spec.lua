@@ -245,7 +245,7 @@ local function cluster_tests(servers)
     assert.equal(200, r.count.a + r.count.b)
     assert.is_true(r.local_only)
     assert.same({ nil, "noproc" }, r.nobody)
-    assert.is_true(r.nobody_s < 0.05)
+    assert.is_true(r.nobody_s < 1) -- not the call's 5 s timeout
     assert.is_true(r.send)
     assert.same({ nil, "noproc" }, r.after)
   end)

@@ -170,9 +170,10 @@ for _, io in ipairs{ "uring", "epoll" } do
         return out
       end)
       assert.same({ nil, "timeout" }, { r.slowhead[1], r.slowhead[2] })
-      assert.is_true(r.t_slowhead >= 0.29 and r.t_slowhead < 1.2, tostring(r.t_slowhead))
+      -- ("timeout", not the answer: the upper bounds only catch a hang)
+      assert.is_true(r.t_slowhead >= 0.29 and r.t_slowhead < 5, tostring(r.t_slowhead))
       assert.same({ nil, "timeout" }, { r.drip[1], r.drip[2] })
-      assert.is_true(r.t_drip >= 0.59 and r.t_drip < 1.5, tostring(r.t_drip))
+      assert.is_true(r.t_drip >= 0.59 and r.t_drip < 5, tostring(r.t_drip))
       assert.equal("late", r.patient)
     end)
 
@@ -331,7 +332,7 @@ for _, io in ipairs{ "uring", "epoll" } do
           return out
         end, NGINX.port, NGINX.tls_port, DIR)
         assert.same({ nil, "timeout" }, { r.slow[1], r.slow[2] })
-        assert.is_true(r.took >= 0.49 and r.took < 1.5, tostring(r.took))
+        assert.is_true(r.took >= 0.49 and r.took < 5, tostring(r.took)) -- (64k at 2k/s: 32 s)
         assert.same({ "hello from nginx\n", "hello from nginx\n", "hello from nginx\n" },
           r.https)
       end)

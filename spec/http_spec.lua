@@ -348,7 +348,7 @@ for _, io in ipairs(IO.names) do
       it("serves other connections while a handler blocks", function()
         local fast_took = serve(function()
           local port, _ = require("support.http_client").serve{ handler = function(req)
-          if req.path == "/slow" then require("tycho").sleep(0.5) end
+          if req.path == "/slow" then require("tycho").sleep(2) end
           return "done"
         end }
           local tycho = require "tycho"
@@ -362,7 +362,8 @@ for _, io in ipairs(IO.names) do
           assert(C.read_response(c).body == "done")
           return took
         end)
-        assert.is_true(fast_took < 0.3, "fast request took " .. fast_took)
+        -- (well before the slow one's 2 s, with room for a loaded machine)
+        assert.is_true(fast_took < 1.5, "fast request took " .. fast_took)
       end)
 
       it("lets handlers call other actors", function()

@@ -152,6 +152,34 @@ describe("install with luarocks make", function()
     assert.is_truthy(out:find("result=42", 1, true), out)
   end)
 
+  it("runs a project's specs with README's busted recipe (luajit, whatever lua is)", function()
+    need_install()
+    -- README, Testing: busted under luajit explicitly; /usr/bin/lua may be
+    -- Lua 5.2 (Debian's lua5.2), where plain `busted` cannot start.
+    local proj = tmp .. "/proj"
+    assert.are.equal(0, (sh(("mkdir -p %s/spec"):format(q(proj)))))
+    local f = assert(io.open(proj .. "/.busted", "w"))
+    f:write('return { _all = { lua = "luajit", lpath = "./?.lua;./?/init.lua" },\n'
+      .. '  default = { ROOT = { "spec" } } }\n')
+    f:close()
+    f = assert(io.open(proj .. "/spec/app_spec.lua", "w"))
+    f:write([[
+      local tycho = require "tycho"
+      describe("app", function()
+        it("runs main", function()
+          local seen = 0
+          tycho.run(function() for _ = 1, 3 do seen = seen + 1 end end)
+          assert.equal(3, seen)
+        end)
+      end)
+    ]])
+    f:close()
+    local rc, out = sh(('eval "$(luarocks --lua-version=5.1 --tree=%s path)" && cd %s && '
+      .. 'timeout 60 luajit "$(command -v busted)" --ignore-lua'):format(q(tree), q(proj)))
+    assert.are.equal(0, rc, out)
+    assert.matches("1 success / 0 failures / 0 errors", (out:gsub("\27%[[%d;]*m", "")), 1, true)
+  end)
+
   it("is removed by luarocks remove", function()
     need_install()
     local rc, out = sh(("luarocks --lua-version=5.1 --tree=%s remove tycho"):format(q(tree)))

@@ -59,7 +59,8 @@ describe("memory budgets", function()
         assert(tycho.call_timeout(5, service, answered) == answered + 1)
         answered = answered + 1
         if answered % 50 == 0 then
-          local v, e = tycho.call_timeout(5, churner)
+          -- (it shares the bomb's worker: a loaded machine slows it a lot)
+          local v, e = tycho.call_timeout(20, churner)
           assert(v == 1000, tostring(v) .. " " .. tostring(e))
           churned = churned + 1
         end

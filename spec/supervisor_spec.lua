@@ -96,6 +96,68 @@ describe("tycho.supervisor", function()
       assert.is_true(r[6])
     end)
 
+    it("returns nil, err, id when a child fails in its first run; started ones stop",
+      function()
+      -- OTP's start_link: a child's failed init fails the start. err names
+      -- the child and keeps its error with the traceback on its own lines.
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir -p " .. dir .. "/supbad"))
+      local f = assert(io.open(dir .. "/supbad/syntax.lua", "w"))
+      f:write("local x = = 1\n")
+      f:close()
+      local r = tycho.run(function(d)
+        package.path = d .. "/?.lua;" .. package.path
+        tycho.register("main")
+        tycho.trap_exit(true)
+        local out = {}
+        -- b raises in its first run; a (started) is stopped; c never starts.
+        local spec = S.spec3("one_for_one", { trap = true })
+        spec.children[2].start = { function(id)
+          tycho.send("main", "started", id)
+          local t = nil
+          return t.field -- an error in the first run
+        end, "b" }
+        out.crash = { tycho.supervisor.start(spec) }
+        local seen = {}
+        repeat
+          local tag, who = tycho.recv(0.5)
+          if tag and tag ~= "EXIT" then seen[#seen + 1] = tag .. ":" .. tostring(who) end
+        until not tag -- (the supervisor's own EXIT, "normal", is not counted)
+        out.seen = seen
+        out.a, out.c = tycho.whereis("a"), tycho.whereis("c")
+        out.syntax = { tycho.supervisor.start{ children = {
+          { id = "mod", start = { "supbad.syntax" } } } } }
+        -- start_child fails the same way; the supervisor keeps running.
+        local sup = assert(tycho.supervisor.start{ children = {} })
+        out.child = { tycho.supervisor.start_child(sup, { id = "x",
+          start = { function() error("no good") end } }) }
+        out.children = tycho.supervisor.children(sup)
+        -- A child whose first run returns has started.
+        out.returns = tycho.supervisor.start{ children = {
+          { id = "r", restart = "transient", start = { function() end } } } }
+        return out
+      end, dir)
+      os.execute("rm -rf " .. dir)
+      assert.is_nil(r.crash[1])
+      assert.matches("^child 'b' failed to start: [^\n]*supervisor_spec.lua:%d+: "
+        .. "attempt to index local 't' %(a nil value%)\nstack traceback:\n", r.crash[2])
+      assert.equal("b", r.crash[3])
+      assert.same({ "started:a", "started:b", "exit-signal:a" }, r.seen)
+      assert.is_nil(r.a)
+      assert.is_nil(r.c)
+      assert.is_nil(r.syntax[1])
+      assert.matches("^child 'mod' failed to start: error loading module 'supbad.syntax'",
+        r.syntax[2])
+      assert.matches("syntax.lua:1: unexpected symbol near '='", r.syntax[2], 1, true)
+      assert.equal("mod", r.syntax[3])
+      assert.is_nil(r.child[1])
+      assert.matches("^child 'x' failed to start: .*no good", r.child[2])
+      assert.equal(1, #r.children)
+      assert.is_nil(r.children[1].pid)
+      assert.equal("number", type(r.returns))
+    end)
+
     it("registers the supervisor's own name", function()
       local same = tycho.run(function()
         local sup = tycho.supervisor.start{ name = "top", children = {} }

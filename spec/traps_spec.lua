@@ -3,6 +3,7 @@
 -- names a global that a spawned function cannot have.
 local tycho = require "tycho"
 local H = require "support.helper"
+local B = require "support.backends"
 
 -- A temporary directory of modules: {["name"] = source}; returns its path.
 local function module_dir(files)
@@ -259,7 +260,7 @@ describe("http.serve{handler =, args =}", function()
 end)
 
 describe("debug mode", function()
-  after_each(function() tycho.config{ debug = false } end)
+  after_each(function() tycho.config{ debug = false, log_level = "info" } end)
 
   it("raises when a spawned function reads a global a fresh worker lacks, naming it", function()
     tycho.config{ workers = 2, debug = true }
@@ -282,6 +283,60 @@ describe("debug mode", function()
     assert.matches("'deep_global'", r[2], 1, true)
     assert.equal("ok", r[3])
     assert.equal("ok", r[4])
+  end)
+
+  -- An HTTP handler runs on every worker too: serve and listen check it
+  -- (the plain form and the args form) as a spawn does, on both backends.
+  for _, io in ipairs(B.names) do
+    B.it(io, it, pending)("checks an HTTP handler at serve/listen time (" .. io .. ")", function()
+      tycho.config{ debug = true, log_level = "off" } -- (serve's raise is logged)
+      local r = B.run(io, function()
+        -- luacheck: globals config
+        rawset(_G, "config", { greeting = "hi" }) -- this worker's global only
+        local out = {}
+        local function try(opts)
+          opts.port = 0
+          local ok, e = pcall(tycho.http.listen, opts)
+          if ok then e:close() end
+          out[#out + 1] = ok and "ok" or e
+        end
+        try{ handler = function() return config.greeting end }
+        try{ handler = function(_, n) return config.greeting .. n end, args = { 1 } }
+        try{ handler = function(_, c) return c.greeting end, args = { config } }
+        -- serve would serve for ever: it runs in an actor of its own, whose
+        -- end (the raise) or not (a timeout) is the answer. (The handler is
+        -- compiled there: the spawn's own check would see it.)
+        local p = tycho.spawn(function()
+          tycho.http.serve{ port = 0,
+            handler = loadstring("return function() return config.greeting end")() }
+        end)
+        tycho.monitor(p)
+        local tag, _, reason = tycho.recv(5)
+        out[#out + 1] = tag == "DOWN" and tostring(reason) or "served"
+        tycho.kill(p, "done")
+        return out
+      end)
+      assert.matches("tycho.http.listen: the function reads the global 'config', which a "
+        .. "worker's fresh Lua state does not have", r[1], 1, true)
+      assert.matches("tycho.http.listen: the function reads the global 'config'", r[2], 1, true)
+      assert.equal("ok", r[3]) -- the value passed in args: fine
+      assert.matches("tycho.http.serve: the function reads the global 'config'", r[4], 1, true)
+    end)
+  end
+
+  it("TYCHO_DEBUG=1 checks an HTTP handler under the launcher", function()
+    local s = H.write_tmp [[
+      local tycho = require "tycho"
+      config = { greeting = "hi" }
+      local srv = tycho.http.listen{ port = 0, handler = function() return config.greeting end }
+      srv:close()
+    ]]
+    local rc, _, err = H.tycho(s, "TYCHO_DEBUG=1")
+    local rc2 = H.tycho(s)
+    os.remove(s)
+    assert.equal(1, rc)
+    assert.matches("reads the global 'config'", err, 1, true)
+    assert.equal(0, rc2)
   end)
 
   it("is off by default: the same spawn goes through", function()

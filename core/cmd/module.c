@@ -51,6 +51,7 @@ int luaopen_tycho_core(lua_State *L) {
   lt_open_run(L);
   lt_open_pool(L);
   lt_open_child(L);
+  lt_open_globals(L);
   lt_open_timer(L);
   lt_open_log(L);
   lt_open_serve(L);

@@ -576,14 +576,17 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
 /* A supervisor starts its children one by one: each child's first run (up
  * to its first wait, or its end) is over before the next one is spawned.
  * The child tells it with an ack message once that run returns (la is
- * still valid: the worker destroys an ended actor after this). */
-static void send_start_ack(lt_actor *la, ty_pid pid) {
+ * still valid: the worker destroys an ended actor after this); `ended`
+ * says the actor ended in that run, so the supervisor waits for its EXIT
+ * to learn whether it failed to start (lua/tycho/supervisor.lua). */
+static void send_start_ack(lt_actor *la, ty_pid pid, bool ended) {
   lua_State *L = lt_worker_get()->L;
   ty_pid to = la->rare->ack_to;
   la->rare->ack_to = 0;
   lua_pushliteral(L, "tycho.supervisor:ack");
   lua_pushnumber(L, (lua_Number)pid);
-  lt_send_values(L, 2, to);
+  lua_pushboolean(L, ended);
+  lt_send_values(L, 3, to);
 }
 
 static int resume_counted(ty_actor *a, lt_worker *lw) {
@@ -591,7 +594,7 @@ static int resume_counted(ty_actor *a, lt_worker *lw) {
   bool first = !a->started;
   la->resumes++;
   int r = resume_actor(a, lw);
-  if (first && lt_rare_rd(la)->ack_to) send_start_ack(la, a->pid);
+  if (first && lt_rare_rd(la)->ack_to) send_start_ack(la, a->pid, r == TY_DONE);
   return r;
 }
 
@@ -654,7 +657,8 @@ static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
     ty_actor *a = ty_actor_current();
     if (a) {
       lt_actor *la = a->user;
-      if (!a->started && lt_rare_rd(la)->ack_to) send_start_ack(la, a->pid);
+      if (!a->started && lt_rare_rd(la)->ack_to)
+        send_start_ack(la, a->pid, true); /* the error ends it */
       ty_worker_resume_failed(w, lt_runtime_error(a, la, lw->L, st));
     } else {
       ty__logf(TY_LOG_ERROR, (int)ty_worker_id(w) + 1, 0,

@@ -68,8 +68,9 @@ int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
 /* Add their functions to the table on top of L. */
 void lt_open_api(lua_State *L);
 void lt_open_proc(lua_State *L);
-void lt_open_child(lua_State *L); /* lchild.c: supervisors' spawns */
-void lt_open_timer(lua_State *L); /* ltimer.c: send_after, interval */
+void lt_open_child(lua_State *L);   /* lchild.c: supervisors' spawns */
+void lt_open_globals(lua_State *L); /* lglobals.c: debug mode's check */
+void lt_open_timer(lua_State *L);   /* ltimer.c: send_after, interval */
 /* tycho.now(): seconds, virtual under tycho.test.clock (ltimer.c). */
 double lt_now_s(void);
 void lt_open_log(lua_State *L);   /* llog.c: tycho.log's C half */

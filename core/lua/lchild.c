@@ -6,8 +6,9 @@
  *
  *   _spawn_child({name=, supervised=, ack=}, f | module | fn_id, args...)
  *       -> pid | nil, "taken"
- *       ack: the child sends ("tycho.supervisor:ack", pid) to the caller
- *       once its first run is over (it waited, yielded or ended)
+ *       ack: the child sends ("tycho.supervisor:ack", pid, ended) to the
+ *       caller once its first run is over (it waited, yielded or ended:
+ *       ended is true then)
  *   _fn_id(f) -> number        _exit_signal(pid, reason) -> true | nil, err
  *
  * A child spawned with a plain tycho.spawn then registered and linked would

@@ -10,7 +10,8 @@
  * the names the function tree itself assigns (GSET) and those a fresh
  * worker state has (the standard libraries, and `arg` under the launcher).
  * It runs once per function per state (lt_fn_of caches the result), and
- * only in debug mode.
+ * only in debug mode. tycho.http checks its handler the same way
+ * (_check_globals, lua/tycho/http_handler.lua): it runs on every worker.
  */
 #include <pthread.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <lualib.h>
 
 #include "base/common.h"
+#include "lapi.h"
 #include "lfn.h"
 #include "lrun.h"
 
@@ -120,3 +122,16 @@ void lt_check_globals(lua_State *L, int idx, const char *fname) {
              "the function) [debug mode]",
              fname, lua_tostring(L, -1));
 }
+
+/* _check_globals(f, what): raises (in debug mode) as a spawn of f would,
+ * naming `what` ("http.serve"); nothing otherwise. */
+static int l_check_globals(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lt_check_globals(L, 1, luaL_checkstring(L, 2));
+  return 0;
+}
+
+static const luaL_Reg funcs[] = {{"_check_globals", l_check_globals},
+                                 {NULL, NULL}};
+
+void lt_open_globals(lua_State *L) { luaL_register(L, NULL, funcs); }

@@ -157,7 +157,7 @@ static int io_wake(int kind) {
   CHECK_EQ(open_io(&h, kind, NULL), 0);
   double t0 = now_ms();
   CHECK_EQ(ty__io_wait(h.io, 0), 0);
-  CHECK(now_ms() - t0 < 50);
+  CHECK(now_ms() - t0 < 1000); /* 0: at once (loaded machine) */
   t0 = now_ms();
   CHECK_EQ(ty__io_wait(h.io, 30000000), 0);
   double took = now_ms() - t0;

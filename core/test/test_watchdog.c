@@ -276,7 +276,7 @@ TEST_IMPL(wd_stop_abandons) {
   uint64_t t0 = ty__now_ns();
   CHECK_EQ(ty_runtime_stop(rt), 1);
   uint64_t took = ty__now_ns() - t0;
-  CHECK(took < 1000000000ull);
+  CHECK(took < 2000000000ull); /* 10x the 0.2 s deadline: a loaded machine */
   CHECK(took >= 150000000ull);
   ty_runtime_free(rt);         /* kept for the thread: a no-op */
   atomic_store(&g_release, 1); /* its code returns: it must stay out */

@@ -5,6 +5,8 @@
 -- modules), the name of a module returning one, or a table that packs
 -- itself (a tycho.web router: h:_tycho_pack(fname) -> {factory = module,
 -- data = plain values}; the worker calls require(factory)._unpack(data)).
+local core = require "tycho.core"
+
 local M = {}
 
 -- The name package.loaded knows v by, or nil.
@@ -42,6 +44,10 @@ function M.pack_function(h, fname, what, level)
       ups[i] = m
     end
   end
+  -- Debug mode: a global the handler reads that a fresh worker state
+  -- lacks raises here, as at a spawn (core/lua/lglobals.c).
+  local okg, gerr = pcall(core._check_globals, h, "http." .. fname)
+  if not okg then error(gerr, level) end
   local ok, code = pcall(string.dump, h)
   if not ok then
     error(("tycho.http.%s: the %s cannot be moved (%s)"):format(fname, what, code), level)

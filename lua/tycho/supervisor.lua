@@ -10,10 +10,10 @@
 --       {id = "web", start = {"app.web"}, restart = "transient"},
 --       {id = "sub", start = {"tycho.supervisor", {strategy = ..., children = {...}}}},
 --     },
---   }                                  -- -> pid | nil, "taken", id
+--   }                                  -- -> pid | nil, err, id
 --   tycho.supervisor.children(sup)     -- {{id=, pid=, restarts=, name=, restart=,
 --                                      --   shutdown=, type=}, ...} in start order
---   tycho.supervisor.start_child(sup, spec) -> pid | nil, "exists" | nil, "taken"
+--   tycho.supervisor.start_child(sup, spec) -> pid | nil, "exists" | nil, err
 --   tycho.supervisor.stop_child(sup, id)    -> true | nil, "noproc"
 --
 -- The supervisor is an actor that traps exits. start spawns it linked to
@@ -27,6 +27,14 @@
 -- start returns (or by a later sibling) never races the child's start. A
 -- nested supervisor is `start = {"tycho.supervisor", spec}`; it starts (and
 -- starts its own children) before the next sibling.
+--
+-- A child that fails in its first run (an error, its module does not load)
+-- fails the start, as OTP's start_link: the children started before it are
+-- stopped (reverse order) and start returns nil, "child '<id>' failed to
+-- start: <its error and traceback>", id; a name held already gives nil,
+-- "taken", id. start_child fails the same way. A child whose first run
+-- returns has started (and ended "normal"). Once running, a child's crash
+-- is restarted (below), also when the restarted one fails in its first run.
 --
 -- When a child ends: `permanent` is restarted always, `transient` unless it
 -- ended with "normal" or "shutdown", `temporary` never. one_for_one restarts
@@ -208,20 +216,32 @@ local function fields(sup, ch, extra)
   return f
 end
 
--- Waits until the child's first run is over (the core's ack), or it ended
--- (its EXIT is kept for the main loop, which restarts it).
+-- Waits until the child's first run is over (the core's ack: pid, ended).
+-- true when it runs, or returned in that run (its EXIT "normal" is kept for
+-- the main loop); false and the reason when it failed in that run, as
+-- OTP's init: the ack said it ended, and its EXIT (it is linked) says why.
 local function wait_started(sup, pid)
   while true do
     local m = receive()
-    if m[1] == T_ACK and m[2] == pid then return end
-    defer(sup, m)
-    if m[1] == "EXIT" and m[2] == pid then return end
+    if m[1] == T_ACK and m[2] == pid and not m[3] then return true end
+    if m[1] == "EXIT" and m[2] == pid then
+      if m[3] ~= "normal" then return false, m[3] end
+      defer(sup, m)
+      return true
+    end
+    if m[1] ~= T_ACK or m[2] ~= pid then defer(sup, m) end
   end
 end
 
--- Starts ch; true, or false and why ("taken", or the nested supervisor's
--- failure). Its first run is over when this returns: children start one
--- after the other, in order.
+-- The error of a child that failed in its first run: its id, then its own
+-- error as it was raised (the traceback on its own lines).
+local function start_error(ch, reason)
+  return ("child '%s' failed to start: %s"):format(tostring(ch.id), tostring(reason))
+end
+
+-- Starts ch; true, or false and why ("taken", its failure in its first run,
+-- or the nested supervisor's failure). Its first run is over when this
+-- returns: children start one after the other, in order.
 local function start_proc(sup, ch)
   local s = ch.start
   local args = { n = s.n - 1 }
@@ -231,7 +251,11 @@ local function start_proc(sup, ch)
     unpack(args, 1, args.n))
   if not pid then return false, err end
   ch.pid = pid
-  wait_started(sup, pid)
+  local started, reason = wait_started(sup, pid)
+  if not started then
+    ch.pid = nil
+    return false, start_error(ch, reason)
+  end
   if ch.supervisor then
     -- A nested supervisor has started once its children have: wait, so
     -- that the next sibling starts after the whole subtree.
@@ -442,7 +466,8 @@ end
 -- ---- the API (called from other actors) -----------------------------------------
 
 --- Starts a supervisor linked to the caller; returns its pid once every
--- child has started, or nil, "taken", id (a name was held already).
+-- child has started, or nil, err, id: "taken" (a name was held already) or
+-- "child '<id>' failed to start: <error>" (it failed in its first run).
 function M.start(spec)
   local s = check_spec(spec, "start", 2)
   local pid, err = core._spawn_child({ name = s.name }, MODULE, s, tycho.self())

@@ -26,13 +26,8 @@ end)()
 
 function C.available() return C.nats_bin ~= nil end
 
--- A TCP port that was free a moment ago.
-function C.free_port()
-  local s = assert(socket.bind("127.0.0.1", 0))
-  local _, port = s:getsockname()
-  s:close()
-  return tonumber(port)
-end
+-- A TCP port that nobody listens on now (H.free_port: the lane's own).
+C.free_port = H.free_port
 
 local function tmpdir()
   local p = os.tmpname()

@@ -22,6 +22,40 @@ local function slurp(path)
 end
 H.slurp = slurp
 
+-- A TCP port of 127.0.0.1 that nobody listens on now. Under scripts/spec.sh's
+-- lanes (TYCHO_SPEC_PORTS="first last") one of the lane's own range, which
+-- lies below the kernel's ephemeral ports: no other lane, and no outgoing
+-- connection, can take it between this pick and its use (the kernel's pick
+-- of port 0 is free only "a moment ago", and thousands of connections run
+-- beside it). Elsewhere the kernel's pick.
+local lane_next
+function H.free_port()
+  local socket = require "socket"
+  local first, last = (os.getenv("TYCHO_SPEC_PORTS") or ""):match("^(%d+) (%d+)$")
+  first, last = tonumber(first), tonumber(last)
+  if first and last and last >= first then
+    local n = last - first + 1
+    if not lane_next then -- a fresh start per process (files of a lane run one by one)
+      math.randomseed(os.time() + math.floor(os.clock() * 1e6)
+        + (tonumber(tostring({}):match("0x(%x+)"), 16) or 0) % 100000)
+      lane_next = math.random(0, n - 1)
+    end
+    for _ = 1, n do
+      local port = first + lane_next
+      lane_next = (lane_next + 1) % n
+      local s = socket.bind("127.0.0.1", port)
+      if s then
+        s:close()
+        return port
+      end
+    end
+  end
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
 -- Runs fn(...) with file descriptor 2 sent to a file; returns what was
 -- written there (by this process and its worker threads), then fn's
 -- results. Errors in fn are raised after stderr is restored.

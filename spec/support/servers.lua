@@ -11,13 +11,8 @@ local S = {}
 -- checkout.
 local TMP = os.getenv("TMPDIR") or "/tmp"
 
--- A port nobody listens on right now (the kernel's pick).
-local function free_port()
-  local s = assert(socket.bind("127.0.0.1", 0))
-  local _, port = s:getsockname()
-  s:close()
-  return tonumber(port)
-end
+-- A port nobody listens on right now (H.free_port: the lane's own).
+local free_port = H.free_port
 S.free_port = free_port
 
 -- Sends `probe` and reads a line; true when it starts with `want`.
