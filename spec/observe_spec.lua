@@ -34,7 +34,7 @@ describe("tycho.processes", function()
     assert.equal(r.sleeper, s.pid)
     assert.equal("call", c.status)
     -- the waiter got the caller's call: it is runnable or waiting
-    assert.is_true(w.status == "waiting" or w.status == "running")
+    assert.is_true(w.status == "waiting" or w.status == "running", w.status)
     for _, p in ipairs{ s, w, c } do
       assert.is_true(p.worker == 1 or p.worker == 2)
       assert.is_true(p.resumes >= 1)
