@@ -67,6 +67,34 @@ for _, io in ipairs(IO.names) do
       assert.is_true(peak < 8 * 1024, "Lua memory grew by " .. tostring(peak) .. " KiB")
     end)
 
+    -- Frames written by hand after the handshake: the close code answered.
+    local function raw_len(n) -- a masked binary frame header claiming n bytes
+      local t = { string.char(0x82, 0xff) }
+      for i = 7, 0, -1 do t[#t + 1] = string.char(math.floor(n / 2 ^ (8 * i)) % 256) end
+      return table.concat(t) .. "\1\2\3\4"
+    end
+    local cases = {
+      { "a 2^63 length", 1002, raw_len(2 ^ 63) },
+      { "a 2^62 length", 1009, raw_len(2 ^ 62) },
+      { "a close code under 1000", 1002, { 8, "\3\231" } },
+      { "a close code of 5000", 1002, { 8, "\19\136" } },
+      { "a close reason that is not UTF-8", 1007, { 8, "\3\232\xc0\xaf" } },
+    }
+    for _, case in ipairs(cases) do
+      it("closes with " .. case[2] .. " on " .. case[1], function()
+        local code = IO.run(io, function(f)
+          local W = require "support.ws"
+          local port = W.echo_server{ max_message = 1000 }
+          local c = assert(W.raw(port))
+          c:write(type(f) == "string" and f or W.frame(f[1], f[2]))
+          local code = W.read_until_close(c, 10)
+          c:close()
+          return code
+        end, case[3])
+        assert.equal(case[2], code)
+      end)
+    end
+
     it("takes max_message = math.huge (no undefined conversion) and still echoes", function()
       local echo = IO.run(io, function()
         local W = require "support.ws"
