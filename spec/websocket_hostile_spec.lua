@@ -95,6 +95,28 @@ for _, io in ipairs(IO.names) do
       end)
     end
 
+    it("refuses a server whose handshake answer is one endless header line (64 KiB cap)",
+      function()
+      local r = IO.run(io, function()
+        local tycho = require "tycho"
+        local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+        local _, port = l:getsockname()
+        tycho.spawn(function(l)
+          local tycho = require "tycho"
+          local c = l:accept(10)
+          c:read("*l", 5)
+          c:write("HTTP/1.1 101 Switching Protocols\r\nX-Endless: ")
+          local chunk, t0 = ("a"):rep(65536), tycho.now()
+          while tycho.now() - t0 < 10 and c:write(chunk) do end
+          c:close()
+        end, l)
+        local ws, err = require("tycho.websocket").connect(
+          ("ws://127.0.0.1:%d/"):format(port), { timeout = 3 })
+        return { ws == nil, err }
+      end)
+      assert.same({ true, "badresponse" }, r)
+    end)
+
     it("takes max_message = math.huge (no undefined conversion) and still echoes", function()
       local echo = IO.run(io, function()
         local W = require "support.ws"
