@@ -47,6 +47,28 @@ for _, io in ipairs(IO.names) do
       assert.same({ 2, 2, 1 }, r)
     end)
 
+    it("drops what is not one of its messages (sent, not called; bad fields) and goes on",
+      function()
+      local r = IO.run(io, function()
+        local tycho = require "tycho"
+        local ps = require "tycho.pubsub"
+        ps.subscribe("keep")
+        local reg = tycho.whereis("tycho.pubsub")
+        tycho.send(reg, "sub", {}, nil)
+        tycho.send(reg, "sub", "keep", "not a pid")
+        tycho.send(reg, "unsub", "other", 12345) -- sent: nobody to answer
+        tycho.send(reg, "restore", 42)
+        tycho.send(reg, "restore", { keep = 7 })
+        tycho.send(reg, "DOWN")
+        tycho.send(reg)
+        tycho.send(reg, "pub", { "not a topic" })
+        local n = ps.publish("keep", "still")
+        local tag, topic, v = tycho.recv(5)
+        return { reg == tycho.whereis("tycho.pubsub"), n, tag, topic, v }
+      end)
+      assert.same({ true, 1, "PUB", "keep", "still" }, r)
+    end)
+
     it("unsubscribes 20,000 subscribers that die at once, and still serves", function()
       local r = IO.run(io, function()
         local tycho = require "tycho"

@@ -180,13 +180,30 @@ function M._registry(state)
 
   local function restore(kept_state)
     for topic, pids in pairs(kept_state) do
-      for pid in pairs(pids) do add(topic, pid) end
+      if type(topic) == "string" and type(pids) == "table" then
+        for pid in pairs(pids) do
+          if type(pid) == "number" then add(topic, pid) end
+        end
+      end
     end
+  end
+
+  -- A "pub", "sub" or "unsub" sent, not called, has nobody to answer:
+  -- tycho.reply would raise.
+  local function answer(v) pcall(tycho.reply, v) end
+
+  -- Any actor can send the registry anything: what is not one of its
+  -- messages is dropped, not allowed to end it (and every subscription).
+  local function valid(op, a, b)
+    if op == "pub" or op == "rpub" then return type(a) == "string" end
+    if op == "sub" or op == "unsub" then return type(a) == "string" and type(b) == "number" end
+    if op == "DOWN" then return type(a) == "number" end
+    return op == "restore" and type(a) == "table"
   end
 
   local function handle(op, ...)
     if op == "pub" then -- ("pub", topic, ...): a call from a local publisher
-      tycho.reply(fan_out(...))
+      answer(fan_out(...))
       if node then
         for _, pid in pairs(remote_registries()) do send(pid, "rpub", ...) end
       end
@@ -196,12 +213,12 @@ function M._registry(state)
       local topic, pid = ...
       add(topic, pid)
       send(kept, "sub", topic, pid)
-      tycho.reply(true)
+      answer(true)
     elseif op == "unsub" then
       local topic, pid = ...
       remove(topic, pid)
       send(kept, "unsub", topic, pid)
-      tycho.reply(true)
+      answer(true)
     elseif op == "DOWN" then
       local pid = ...
       if pid == kept then return start_keeper() end
@@ -218,16 +235,23 @@ function M._registry(state)
       local kept_state = ...
       restore(kept_state)
       for topic, pids in pairs(kept_state) do
-        for pid in pairs(pids) do send(kept, "sub", topic, pid) end
+        if type(pids) == "table" then
+          for pid in pairs(pids) do send(kept, "sub", topic, pid) end
+        end
       end
     end
+  end
+
+  local function checked(op, ...)
+    local a, b = ...
+    if valid(op, a, b) then return handle(op, ...) end
   end
 
   -- Subscriptions a killed registry had (an actor ended since is monitored
   -- again: its DOWN comes at once and removes it).
   if state then restore(state) end
   start_keeper()
-  while true do handle(tycho.recv()) end
+  while true do checked(tycho.recv()) end
 end
 
 -- The registry of this node, started on first use (it registers itself,
