@@ -146,7 +146,11 @@ static int l_parse(lua_State *L) {
   const uint8_t *p = buf + pos - 1;
   size_t left = n - (size_t)(pos - 1);
   lt_ws_frame f = {0};
-  int r = lt_ws_parse(p, left, need_mask, max < 0 ? 0 : (uint64_t)max, &f);
+  /* max_message = math.huge (or NaN) must not reach an undefined cast */
+  uint64_t maxp = !(max >= 0)     ? 0
+                  : max >= 0x1p63 ? UINT64_MAX >> 1
+                                  : (uint64_t)max;
+  int r = lt_ws_parse(p, left, need_mask, maxp, &f);
   if (r < 0) {
     lua_pushnil(L);
     lua_pushinteger(L, r);

@@ -27,6 +27,15 @@ function M.install(pg, DB, I)
     return true
   end
 
+  -- A connection whose actor died: a query still running (busy: the
+  -- actor died inside it) is cancelled on the server first, else the
+  -- backend would go on with it after the socket closed (PostgreSQL
+  -- notices a gone client only when it next writes to it).
+  function DB:_abandon()
+    if self.conn and self.busy then return I.cancel(self, true) end
+    return self:close()
+  end
+
   function DB:__tostring()
     return self.conn and "pg connection" or "pg connection (closed)"
   end

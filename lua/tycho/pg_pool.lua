@@ -55,7 +55,7 @@ local function reap(p)
       p.lent[held] = nil
       bump(p, "open", -1)
       bump(p, "reaped", 1)
-      if held.close then held:close() end -- else a connect cut short
+      if held._abandon then held:_abandon() end -- else a connect cut short
     end
   end
   for i = #p.waiters, 1, -1 do

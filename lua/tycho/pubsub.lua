@@ -12,6 +12,9 @@
 -- returns once every local subscriber has been sent the message. Order:
 -- publisher -> registry -> subscriber are each in order, so a subscriber
 -- sees one publisher's messages in the order they were published.
+-- A keeper actor holds a copy of the subscriptions: a registry killed comes
+-- back with them (a keeper killed is restarted by the registry; both killed
+-- at once lose them).
 --
 -- In a cluster: each registry also holds the global name
 -- "tycho.pubsub.<node>"; a publish goes to the registry of every other
@@ -33,20 +36,63 @@ end
 
 -- ---- the registry -----------------------------------------------------------------
 
--- No upvalues but modules: it is spawned.
-local function registry()
+-- No upvalues but modules: they are spawned.
+local function registry(state)
   local ps = require "tycho.pubsub"
-  return ps._registry()
+  return ps._registry(state)
 end
 
-function M._registry()
-  if not tycho.register(NAME) then return end -- another one started first
+local function keeper(reg, state)
+  local ps = require "tycho.pubsub"
+  return ps._keeper(reg, state)
+end
+
+-- The keeper: a copy of the registry's subscriptions (topic -> {pid =
+-- true}) in an actor of its own, so that a registry killed (tycho.kill, an
+-- error) comes back with every subscription: the keeper starts the new one
+-- with its copy and ends (the new registry starts a new keeper). The
+-- registry sends each change before it replies, so a subscribe that
+-- returned is in the copy.
+function M._keeper(reg, state)
+  local copy = state or {}
+  tycho.monitor(reg)
+  while true do
+    local op, topic, pid = tycho.recv()
+    if op == "sub" then
+      local t = copy[topic]
+      if not t then
+        t = {}
+        copy[topic] = t
+      end
+      t[pid] = true
+    elseif op == "unsub" then
+      local t = copy[topic]
+      if t then
+        t[pid] = nil
+        if next(t) == nil then copy[topic] = nil end
+      end
+    elseif op == "DOWN" and topic == reg then
+      tycho.spawn(registry, copy)
+      return
+    end
+  end
+end
+
+function M._registry(state)
+  if not tycho.register(NAME) then
+    -- another one started first (a publish while this one was coming
+    -- back): it takes the subscriptions kept
+    local other = state and tycho.whereis(NAME)
+    if other then send(other, "restore", state) end
+    return
+  end
   local topics = {} -- topic -> { [i] = pid }, plus index[topic][pid] = i
   local index = {}
   local subs = {}   -- pid -> { [topic] = true }
   local monitored = {}
   local node = tycho.node()
   local peers, peers_at = {}, -1 -- node -> the registry pid on it
+  local kept -- the keeper's pid
 
   if node then tycho.register_global(NAME .. "." .. node) end
 
@@ -120,9 +166,44 @@ function M._registry()
     return peers
   end
 
+  -- (Re)starts the keeper with the subscriptions as they are.
+  local function start_keeper()
+    local copy = {}
+    for topic, list in pairs(topics) do
+      local t = {}
+      for i = 1, #list do t[list[i]] = true end
+      copy[topic] = t
+    end
+    kept = tycho.spawn(keeper, tycho.self(), copy)
+    tycho.monitor(kept)
+  end
+
+  local function restore(kept_state)
+    for topic, pids in pairs(kept_state) do
+      if type(topic) == "string" and type(pids) == "table" then
+        for pid in pairs(pids) do
+          if type(pid) == "number" then add(topic, pid) end
+        end
+      end
+    end
+  end
+
+  -- A "pub", "sub" or "unsub" sent, not called, has nobody to answer:
+  -- tycho.reply would raise.
+  local function answer(v) pcall(tycho.reply, v) end
+
+  -- Any actor can send the registry anything: what is not one of its
+  -- messages is dropped, not allowed to end it (and every subscription).
+  local function valid(op, a, b)
+    if op == "pub" or op == "rpub" then return type(a) == "string" end
+    if op == "sub" or op == "unsub" then return type(a) == "string" and type(b) == "number" end
+    if op == "DOWN" then return type(a) == "number" end
+    return op == "restore" and type(a) == "table"
+  end
+
   local function handle(op, ...)
     if op == "pub" then -- ("pub", topic, ...): a call from a local publisher
-      tycho.reply(fan_out(...))
+      answer(fan_out(...))
       if node then
         for _, pid in pairs(remote_registries()) do send(pid, "rpub", ...) end
       end
@@ -131,23 +212,46 @@ function M._registry()
     elseif op == "sub" then
       local topic, pid = ...
       add(topic, pid)
-      tycho.reply(true)
+      send(kept, "sub", topic, pid)
+      answer(true)
     elseif op == "unsub" then
       local topic, pid = ...
       remove(topic, pid)
-      tycho.reply(true)
+      send(kept, "unsub", topic, pid)
+      answer(true)
     elseif op == "DOWN" then
       local pid = ...
+      if pid == kept then return start_keeper() end
       local s = subs[pid]
       if s then
-        for topic in pairs(s) do remove(topic, pid) end
+        for topic in pairs(s) do
+          remove(topic, pid)
+          send(kept, "unsub", topic, pid)
+        end
         subs[pid] = nil
       end
       monitored[pid] = nil
+    elseif op == "restore" then
+      local kept_state = ...
+      restore(kept_state)
+      for topic, pids in pairs(kept_state) do
+        if type(pids) == "table" then
+          for pid in pairs(pids) do send(kept, "sub", topic, pid) end
+        end
+      end
     end
   end
 
-  while true do handle(tycho.recv()) end
+  local function checked(op, ...)
+    local a, b = ...
+    if valid(op, a, b) then return handle(op, ...) end
+  end
+
+  -- Subscriptions a killed registry had (an actor ended since is monitored
+  -- again: its DOWN comes at once and removes it).
+  if state then restore(state) end
+  start_keeper()
+  while true do checked(tycho.recv()) end
 end
 
 -- The registry of this node, started on first use (it registers itself,

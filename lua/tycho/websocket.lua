@@ -43,6 +43,7 @@
 local tycho = require "tycho"
 local core = require "tycho.core"
 
+local strbuf = require "string.buffer"
 local W = core._ws
 local parse, frame, utf8_ok = W.parse, W.frame, W.utf8
 local concat, byte, char = table.concat, string.byte, string.char
@@ -113,15 +114,16 @@ local function write(self, s)
   end
   self.writing = true
   local ok = self.conn:write(s)
-  while ok and #self.wq > 0 do
+  while ok and (#self.wq > 0 or self.pong) do
     local q = self.wq
-    self.wq = {}
+    if self.pong then q[#q + 1] = self.pong end
+    self.wq, self.pong = {}, nil
     ok = self.conn:write(concat(q))
   end
   self.writing = false
   if not ok then
     self.dead = true -- the peer does not read, or is gone
-    self.wq = {}
+    self.wq, self.pong = {}, nil
     if not self.reading then gone(self, 1006) end
     return nil, "closed"
   end
@@ -239,7 +241,15 @@ local function receive(self, timeout)
       self.pos = nxt
       if self.pos > #self.buf then self.buf, self.pos = "", 1 end
       if op == OP_PING then
-        if not self.close_sent then write(self, frame(OP_PONG, payload, true, self.mask)) end
+        if self.close_sent then -- luacheck: ignore 542 (no pong after our close)
+        elseif self.writing then
+          -- Another coroutine's write waits on a peer that does not read:
+          -- only the latest ping gets its pong (RFC 6455 5.5.3 allows it),
+          -- so a ping flood cannot grow the queue.
+          self.pong = frame(OP_PONG, payload, true, self.mask)
+        else
+          write(self, frame(OP_PONG, payload, true, self.mask))
+        end
       elseif op == OP_CLOSE then
         return on_close(self, payload)
       elseif op == OP_PONG then -- luacheck: ignore 542 (an answer to our ping: nothing to do)
@@ -248,11 +258,14 @@ local function receive(self, timeout)
         if not fop then return fail(self, 1002) end
         local size = self.frag_size + #payload
         if size > max then return fail(self, 1009) end
+        -- a string buffer, not a table of pieces: endless empty or tiny
+        -- fragments cost nothing beyond the bytes they carry (bounded by max)
         local parts = self.frag
-        parts[#parts + 1] = payload
+        parts:put(payload)
         self.frag_size = size
         if fin then
-          local data = concat(parts)
+          local data = parts:tostring()
+          parts:free()
           self.frag, self.frag_op, self.frag_size = nil, nil, nil
           if fop == OP_TEXT and not utf8_ok(data) then return fail(self, 1007) end
           return data, fop == OP_TEXT and "text" or "binary"
@@ -260,7 +273,7 @@ local function receive(self, timeout)
       else -- text or binary
         if self.frag_op then return fail(self, 1002) end
         if not fin then
-          self.frag, self.frag_op, self.frag_size = { payload }, op, #payload
+          self.frag, self.frag_op, self.frag_size = strbuf.new():put(payload), op, #payload
         else
           if op == OP_TEXT and not utf8_ok(payload) then return fail(self, 1007) end
           return payload, op == OP_TEXT and "text" or "binary"

@@ -175,18 +175,26 @@ return function(M, new, check_opts)
     end
     local ok, werr = conn:write(table.concat(lines, "\r\n") .. "\r\n\r\n")
     if not ok then conn:close(); return nil, werr end
-    local status, headers, size = nil, {}, 0
+    -- The response head, read in pieces and capped at 64 KiB: conn:read("*l")
+    -- would buffer an endless line (a hostile server's) until the timeout.
+    local head, rest = ""
     while true do
-      local line, rerr = conn:read("*l", math.max(deadline - tycho.now(), 0))
-      if not line then conn:close(); return nil, rerr == "timeout" and "timeout" or "closed" end
-      size = size + #line
-      if size > 65536 then conn:close(); return nil, "badresponse" end
+      local d, rerr = conn:read_some(65536, math.max(deadline - tycho.now(), 0))
+      if not d then conn:close(); return nil, rerr == "timeout" and "timeout" or "closed" end
+      head = head .. d
+      local e1, e2 = head:find("\r?\n\r?\n")
+      if e1 then
+        head, rest = head:sub(1, e1 - 1), head:sub(e2 + 1)
+        break
+      end
+      if #head > 65536 then conn:close(); return nil, "badresponse" end
+    end
+    local status, headers = nil, {}
+    for line in (head .. "\n"):gmatch("([^\n]*)\n") do
       line = line:gsub("\r$", "")
       if not status then
         status = tonumber(line:match("^HTTP/1%.%d (%d%d%d)"))
         if not status then conn:close(); return nil, "badresponse" end
-      elseif line == "" then
-        break
       else
         local k, v = line:match("^([^:]+):%s*(.-)%s*$")
         if k then
@@ -201,7 +209,7 @@ return function(M, new, check_opts)
       conn:close()
       return nil, "handshake: bad answer"
     end
-    local ws = new(conn, false, opts)
+    local ws = new(conn, false, opts, rest)
     ws.protocol = headers["sec-websocket-protocol"]
     ws.headers = headers
     return ws

@@ -29,7 +29,7 @@ return function(req, page)
     return { status = 200, body = page,
       headers = { ["content-type"] = "text/html; charset=utf-8" } }
   elseif req.path == "/ws" then
-    return websocket.accept(req, member)
+    return websocket.accept(req, member, { max_message = 4096 }) -- a chat line, not 16 MiB
   end
   return { status = 404, body = "not found\n" }
 end
