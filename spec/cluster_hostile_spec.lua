@@ -282,7 +282,8 @@ describe("a flood from two nodes into one", function()
           -- limit was reached lands past it: at most 1 MiB and a message
           -- (LC_RING_BYTES in core/cluster/gw.h)
           assert.is_true(r.mailbox <= LIMIT + 2^20 + 2 * f[2], what)
-          assert.is_true(r.hwm < BUDGET, what)
+          -- (ASan's quarantine and shadow memory inflate RSS: not a budget)
+          if not os.getenv("TYCHO_SANITIZED") then assert.is_true(r.hwm < BUDGET, what) end
           assert.is_true(C.alive(nodes.b.pid), what)
         end
       end

@@ -163,9 +163,15 @@ describe("tycho.observe, guarded", function()
   end)
   -- The observed node is a launcher of its own: what its /processes costs
   -- is measured there, apart from the clients' work (in this process).
+  -- A latency bound: not under a sanitizer, which makes 20,000 actors and
+  -- their 2.4 MB answers many times slower (the property is checked by
+  -- make test).
+  local it_timed = os.getenv("TYCHO_SANITIZED") and function(name)
+    pending(name .. " (a latency bound: not under a sanitizer)")
+  end or it
   for _, io in ipairs(B.names) do
-    B.it(io, it, pending)(("/processes on 20,000 actors leaves an unrelated call's latency low"
-      .. " (%s)"):format(io), function()
+    B.it(io, it_timed, pending)(("/processes on 20,000 actors leaves an unrelated call's "
+      .. "latency low (%s)"):format(io), function()
       local script, portfile = H.write_tmp(NODE), os.tmpname()
       local out = os.tmpname()
       local p = assert(_G.io.popen(("%s --io %s %s %s >%s 2>&1 & echo $!")

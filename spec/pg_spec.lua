@@ -16,6 +16,11 @@ describe("tycho.pg", function()
   end)
 
   teardown(function()
+    -- main's pools and connections live in busted's own state, never closed:
+    -- close them before the server goes (nothing left open at exit)
+    require("tycho.pg_pool")._close_all()
+    collectgarbage()
+    collectgarbage()
     if srv then srv:stop() end
     tycho.config{ io = "auto" }
   end)

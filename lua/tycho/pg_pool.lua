@@ -258,4 +258,10 @@ function M.stats()
   return s
 end
 
+-- Closes every pool of this state: a script's own state (where tycho.run
+-- runs main) outlives its runs, and with it the pools main made.
+function M._close_all()
+  for _, p in pairs(pools) do p:close() end
+end
+
 return M
