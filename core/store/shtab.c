@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "base/common.h"
 #include "shtab.h"
@@ -51,6 +52,7 @@ typedef struct shard {
 
 struct ty_shtab {
   size_t capacity;
+  uint64_t seed; /* the hash's (set once, before the table is shared) */
   ty_shtab_charge charge;
   /* Bytes of the entries. relaxed: a count; the entries themselves are
    * published by the shard locks. */
@@ -61,8 +63,11 @@ struct ty_shtab {
   } sh[NSHARD];
 };
 
-static uint64_t hash(const char *k, size_t n) {
-  uint64_t h = 1469598103934665603ull ^ n;
+/* Seeded per table (getrandom, ty_shtab_new): keys chosen to collide in
+ * one process do not collide in another, so a peer that picks the keys
+ * cannot pile them into one chain. */
+static uint64_t hash(const ty_shtab *t, const char *k, size_t n) {
+  uint64_t h = (1469598103934665603ull ^ t->seed) ^ n;
   for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)k[i]) * 1099511628211ull;
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;
@@ -91,6 +96,8 @@ ty_shtab *ty_shtab_new(size_t capacity, ty_shtab_charge charge) {
   memset(t, 0, sizeof *t);
   t->capacity = capacity;
   t->charge = charge;
+  if (getrandom(&t->seed, sizeof t->seed, GRND_NONBLOCK) != sizeof t->seed)
+    t->seed = ty__now_ns() ^ (uint64_t)(uintptr_t)t;
   for (int i = 0; i < NSHARD; i++) {
     shard *s = &t->sh[i].s;
     pthread_mutexattr_t a;
@@ -182,7 +189,8 @@ static void unlink_ent(ty_shtab *t, shard *s, ent *e, ent **link) {
                             memory_order_relaxed);
 }
 
-static void link_ent(ty_shtab *t, shard *s, ent *e, uint64_t lru) {
+/* held: bytes make_room reserved for e, already counted in `used` */
+static void link_ent(ty_shtab *t, shard *s, ent *e, uint64_t lru, size_t held) {
   if (s->n >= s->nb && grow(s) && !s->nb) ty__die("shtab: no buckets");
   size_t i = e->hash & (s->nb - 1);
   e->hnext = s->buckets[i];
@@ -190,7 +198,7 @@ static void link_ent(ty_shtab *t, shard *s, ent *e, uint64_t lru) {
   lru_push(s, e, lru);
   s->n++;
   publish_oldest(s);
-  atomic_fetch_add_explicit(&t->used, (int64_t)ent_cost(e),
+  atomic_fetch_add_explicit(&t->used, (int64_t)ent_cost(e) - (int64_t)held,
                             memory_order_relaxed); /* see `used` */
 }
 
@@ -208,41 +216,65 @@ static bool same_value(const ent *e, const ty_shval *v) {
 
 /* ---- making room -------------------------------------------------------- */
 
-/* Evicts in LRU order until `need` more bytes fit. 0 or -ENOMEM; *evicted
- * when a live entry went. */
+/* Reserves `need` bytes in `used`, evicting in LRU order until they fit
+ * within the capacity. 0 (the bytes stay reserved: the caller's link_ent
+ * takes them over, or unreserve gives them back) or -ENOMEM (nothing
+ * reserved); *evicted when a live entry went. The caller's own key (h, k)
+ * is never evicted: its old value is what the store replaces, and losing
+ * it would lose the data a cas or a list push is built on. */
 static int make_room(ty_shtab *t, size_t need, bool safe, ty_shnow now,
-                     bool *evicted) {
+                     bool *evicted, uint32_t h, const char *k, size_t klen) {
   if (need > t->capacity) return -ENOMEM;
+  /* relaxed: `used` is a count; reserving with one read-modify-write
+   * means two stores racing can never both take the same free bytes (the
+   * entries themselves are published by the shard locks). */
+  int64_t u =
+      atomic_fetch_add_explicit(&t->used, (int64_t)need, memory_order_relaxed) +
+      (int64_t)need;
+  int skip = -1; /* the shard whose only candidate is the caller's key */
   for (int tries = 0; tries < 100000; tries++) {
-    int64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
-    if ((size_t)used + need <= t->capacity) return 0;
+    if (u <= (int64_t)t->capacity) return 0;
     int best = -1;
     uint64_t min = UINT64_MAX;
     for (int i = 0; i < NSHARD; i++) {
       uint64_t o =
           atomic_load_explicit(&t->sh[i].s.oldest, memory_order_relaxed);
-      if (o < min) min = o, best = i;
+      if (i != skip && o < min) min = o, best = i;
     }
-    if (best < 0) return -ENOMEM;
+    if (best < 0) break;
     shard *s = &t->sh[best].s;
     pthread_mutex_lock(&s->mu);
     ent *e = s->tail, **link = NULL;
+    if (e && e->hash == h && e->klen == klen && memcmp(e->data, k, klen) == 0) {
+      e = e->prev;
+      if (!e) skip = best;
+    }
     if (!e) {
       pthread_mutex_unlock(&s->mu);
+      u = atomic_load_explicit(&t->used, memory_order_relaxed);
       continue;
     }
     bool was_live = live(e, now.ttl);
     if (was_live && safe) {
       pthread_mutex_unlock(&s->mu);
-      return -ENOMEM;
+      break;
     }
     find(s, e->hash, e->data, e->klen, &link);
     unlink_ent(t, s, e, link);
     pthread_mutex_unlock(&s->mu);
     drop(t, e);
     if (was_live) *evicted = true;
+    u = atomic_load_explicit(&t->used, memory_order_relaxed);
   }
+  atomic_fetch_sub_explicit(&t->used, (int64_t)need,
+                            memory_order_relaxed); /* see above */
   return -ENOMEM;
+}
+
+static void unreserve(ty_shtab *t, size_t held) {
+  /* relaxed: see make_room */
+  if (held)
+    atomic_fetch_sub_explicit(&t->used, (int64_t)held, memory_order_relaxed);
 }
 
 /* ---- stores ------------------------------------------------------------ */
@@ -274,7 +306,7 @@ static ent *make_ent(ty_shtab *t, uint32_t h, const char *k, size_t klen,
  * value equals it (then 1 for a match, 0 for none). */
 static int store(ty_shtab *t, const char *k, size_t klen, const ty_shval *v,
                  uint64_t ttl, int mode, ty_shnow now, const ty_shval *expect) {
-  uint64_t h64 = hash(k, klen);
+  uint64_t h64 = hash(t, k, klen);
   uint32_t h = (uint32_t)h64;
   shard *s = shard_of(t, h64);
   size_t vlen = v && v->kind != TY_SHV_NUM ? v->len : 0;
@@ -308,40 +340,64 @@ static int store(ty_shtab *t, const char *k, size_t klen, const ty_shval *v,
   }
   if (e) old = ent_cost(e);
   pthread_mutex_unlock(&s->mu);
+  if (cost > t->capacity) return -ENOMEM;
 
-  bool evicted = false;
-  if (cost > old &&
-      make_room(t, cost - old, mode & TY_SHTAB_SAFE, now, &evicted))
-    return -ENOMEM;
+  /* Charged (max_memory) before any eviction: a store refused there
+   * evicts nothing. */
   ent *n = make_ent(t, h, k, klen, v);
   if (!n) return -ENOMEM;
   n->expires = expires;
-
-  pthread_mutex_lock(&s->mu);
-  e = find(s, h, k, klen, &link);
-  is_live = e && live(e, now.ttl);
-  if ((mode & TY_SHTAB_ADD) && is_live) goto exists_n;
-  if ((mode & TY_SHTAB_REPLACE) && !is_live) goto missing_n;
-  if (expect && (!is_live || !same_value(e, expect))) goto differs_n;
-  if (e) {
-    if ((mode & KEEP_TTL) && is_live) n->expires = e->expires;
-    unlink_ent(t, s, e, link);
+  bool evicted = false, safe = mode & TY_SHTAB_SAFE;
+  size_t held = cost > old ? cost - old : 0; /* reserved in `used` */
+  if (held && make_room(t, held, safe, now, &evicted, h, k, klen)) {
+    drop(t, n);
+    return -ENOMEM;
   }
-  link_ent(t, s, n, now.lru);
-  pthread_mutex_unlock(&s->mu);
-  if (e) drop(t, e);
-  return expect ? 1 : evicted ? TY_SHTAB_EVICTED : 0;
+
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    e = find(s, h, k, klen, &link);
+    is_live = e && live(e, now.ttl);
+    if ((mode & TY_SHTAB_ADD) && is_live) goto exists_n;
+    if ((mode & TY_SHTAB_REPLACE) && !is_live) goto missing_n;
+    if (expect && (!is_live || !same_value(e, expect))) goto differs_n;
+    size_t cur = e ? ent_cost(e) : 0;
+    if (cost > cur && cost - cur > held) {
+      /* The old entry went or shrank since the first look (another
+       * store or an eviction): reserve the difference, then look again. */
+      pthread_mutex_unlock(&s->mu);
+      size_t more = cost - cur - held;
+      if (make_room(t, more, safe, now, &evicted, h, k, klen)) {
+        unreserve(t, held);
+        drop(t, n);
+        return -ENOMEM;
+      }
+      held += more;
+      continue;
+    }
+    if (e) {
+      if ((mode & KEEP_TTL) && is_live) n->expires = e->expires;
+      unlink_ent(t, s, e, link);
+    }
+    link_ent(t, s, n, now.lru, held);
+    pthread_mutex_unlock(&s->mu);
+    if (e) drop(t, e);
+    return expect ? 1 : evicted ? TY_SHTAB_EVICTED : 0;
+  }
 
 exists_n:
   pthread_mutex_unlock(&s->mu);
+  unreserve(t, held);
   drop(t, n);
   return -EEXIST;
 missing_n:
   pthread_mutex_unlock(&s->mu);
+  unreserve(t, held);
   drop(t, n);
   return -ENOENT;
 differs_n:
   pthread_mutex_unlock(&s->mu);
+  unreserve(t, held);
   drop(t, n);
   return 0;
 exists:
@@ -381,7 +437,7 @@ static int copy_out(const ent *e, ty__buf *out, ty_shval *v) {
 
 int ty_shtab_get(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
                  bool stale, ty__buf *out, ty_shval *v, bool *expired) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   pthread_mutex_lock(&s->mu);
   ent *e = find(s, (uint32_t)h64, key, klen, NULL);
@@ -400,7 +456,7 @@ int ty_shtab_get(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
 int ty_shtab_incr(ty_shtab *t, const char *key, size_t klen, double n,
                   bool has_init, double init, uint64_t init_ttl_ns,
                   ty_shnow now, double *res) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   for (;;) {
     pthread_mutex_lock(&s->mu);
@@ -427,7 +483,7 @@ int ty_shtab_incr(ty_shtab *t, const char *key, size_t klen, double n,
 }
 
 int ty_shtab_delete(ty_shtab *t, const char *key, size_t klen) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   ent **link = NULL;
   pthread_mutex_lock(&s->mu);
@@ -441,7 +497,7 @@ int ty_shtab_delete(ty_shtab *t, const char *key, size_t klen) {
 
 int ty_shtab_expire(ty_shtab *t, const char *key, size_t klen, uint64_t ttl_ns,
                     ty_shnow now) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   pthread_mutex_lock(&s->mu);
   ent *e = find(s, (uint32_t)h64, key, klen, NULL);
@@ -453,7 +509,7 @@ int ty_shtab_expire(ty_shtab *t, const char *key, size_t klen, uint64_t ttl_ns,
 
 int ty_shtab_ttl(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
                  uint64_t *left) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   pthread_mutex_lock(&s->mu);
   ent *e = find(s, (uint32_t)h64, key, klen, NULL);
