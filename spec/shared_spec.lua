@@ -274,6 +274,87 @@ describe("tycho.shared.table", function()
       assert.same({ true }, r.after)
     end)
 
+    it("refuses a tcp connection or listener; both stay usable (" .. io .. ")", function()
+      local r = B.run(io, function()
+        local t = tycho.shared.table("handles")
+        local l = assert(tycho.tcp.listen{ host = "127.0.0.1", port = 0 })
+        local _, port = l:getsockname()
+        local c = assert(tycho.tcp.connect("127.0.0.1", port))
+        local s = assert(l:accept(10))
+        local out = {}
+        out.set = { pcall(t.set, t, "l", { lst = l }) }
+        out.cas = { pcall(t.cas, t, "k", { c }, 1) }
+        t:set("k", 1)
+        out.cas2 = { pcall(t.cas, t, "k", 1, { c }) }
+        out.push = { pcall(t._push, t, "q", c, false) }
+        out.count = t:count()
+        out.k = t:get("k")
+        out.write = { c:write("ping") }
+        out.read = { s:read(4, 10) }
+        c:close()
+        s:close()
+        l:close()
+        return out
+      end)
+      assert.is_false(r.set[1])
+      assert.matches("cannot store a tcp listener", r.set[2], 1, true)
+      assert.is_false(r.cas[1])
+      assert.matches("cannot store a tcp connection", r.cas[2], 1, true)
+      assert.is_false(r.cas2[1])
+      assert.matches("cannot store a tcp connection", r.cas2[2], 1, true)
+      assert.is_false(r.push[1])
+      assert.matches("cannot store a tcp connection", r.push[2], 1, true)
+      assert.equal(1, r.count)
+      assert.equal(1, r.k)
+      assert.truthy(r.write[1])
+      assert.equal("ping", r.read[1])
+    end)
+
+    it("a finalizer using the table during a get or keys breaks nothing (" .. io .. ")", function()
+      local r = B.run(io, function()
+        local t = tycho.shared.table("fin")
+        local A = ("A"):rep(100)
+        t:set("a", A)
+        t:set("tab", { A })
+        for i = 1, 200 do t:set("k" .. i, ("k"):rep(50)) end
+        local grow, bad = 256, 0
+        for i = 1, 20000 do
+          if i % 1000 == 0 then tycho.yield() end
+          -- garbage whose finalizer reads a value larger than any before,
+          -- so the thread's buffer moves while a call may be copying out
+          local p = newproxy(true)
+          getmetatable(p).__gc = function()
+            grow = grow * 2
+            if grow < 2^26 then t:set("big", ("B"):rep(grow)); t:get("big") end
+            t:keys()
+          end
+          p = nil -- luacheck: ignore 311
+          if t.ud:get("a") ~= A then bad = bad + 1 end -- the C method
+          if t:get("a") ~= A then bad = bad + 1 end -- the FFI path
+          if t:get("tab")[1] ~= A then bad = bad + 1 end
+          for _, k in ipairs(t:keys()) do
+            if type(k) ~= "string" or #k > 10 then bad = bad + 1 break end
+          end
+        end
+        return bad
+      end)
+      assert.equal(0, r)
+    end)
+
+    it("keys and flush_expired take any count; names may hold a NUL (" .. io .. ")", function()
+      local r = B.run(io, function()
+        local t = tycho.shared.table("counts")
+        for i = 1, 5 do t:set("k" .. i, i) end
+        local a = tycho.shared.table("n\0a")
+        local b = tycho.shared.table("n\0b")
+        a:set("x", 1)
+        return { #t:keys(math.huge), #t:keys(1e300), #t:keys(2),
+                 t:_flush_expired(math.huge), t:_flush_expired(1e300),
+                 a:get("x"), b:get("x"), tycho.shared.table("n\0a"):get("x") }
+      end)
+      assert.same({ 5, 5, 2, 0, 0, 1, nil, 1 }, { r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8] })
+    end)
+
     it("a new run starts with no tables (" .. io .. ")", function()
       B.run(io, function() tycho.shared.table("runs"):set("k", 1) end)
       local r = B.run(io, function() return tycho.shared.table("runs"):get("k") end)

@@ -87,6 +87,7 @@ int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname) {
 }
 
 _Thread_local bool lt_remote_encode;
+_Thread_local bool lt_store_encode;
 
 void lt_check_remote_size(lua_State *L, bool remote, size_t len,
                           const char *fname) {

@@ -34,6 +34,10 @@ ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname);
  * encode that follows (the codec hooks read it: a tcp connection cannot
  * leave this process); cleared by lt_encode_msg and lt_send_reply. */
 extern _Thread_local bool lt_remote_encode;
+/* Set by tycho.shared.table for the encode of a value it stores (the codec
+ * hooks read it: a tcp connection or listener cannot be stored, it would
+ * leave its owner for no receiver); cleared by lshared.c after it. */
+extern _Thread_local bool lt_store_encode;
 /* Raises when a message for another node (remote) is larger than NATS
  * carries (lt_g.remote_max). */
 void lt_check_remote_size(lua_State *L, bool remote, size_t len,

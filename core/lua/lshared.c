@@ -35,6 +35,7 @@ typedef struct named {
    * (the registry lock orders it against the listing's drop); acq_rel on
    * the drop, so the last one sees every use before it frees */
   _Atomic long refs;
+  size_t len; /* of name, which may hold a NUL */
   char name[];
 } named;
 
@@ -45,8 +46,23 @@ static named *g_tables; /* under g_mu */
  * the threads' creation and join. */
 static _Atomic unsigned g_gen;
 
-static _Thread_local ty__buf t_buf;  /* values copied in and out */
+/* Values copied in and out. A call that pushes from it onto the Lua stack
+ * takes it first (buf_take): a push can run a GC step, whose finalizer may
+ * use a shared table and so this buffer, while the call still reads it. */
+static _Thread_local ty__buf t_buf;
 static _Thread_local ty__buf t_buf2; /* cas's expected value */
+
+static void buf_take(ty__buf *b) {
+  *b = t_buf;
+  ty__buf_init(&t_buf);
+}
+
+/* Gives a taken buffer back, or frees it when a finalizer has made the
+ * thread a new one meanwhile. */
+static void buf_give(ty__buf *b) {
+  if (!t_buf.cap) t_buf = *b;
+  else ty__buf_free(b);
+}
 
 static int charge(int64_t d) {
   lt_mem_add(d);
@@ -104,6 +120,7 @@ static ty_shtab *check_tab(lua_State *L) {
       !lua_rawequal(L, -1, lua_upvalueindex(1)))
     luaL_error(L, "shared table: call it as t:method(...)");
   lua_pop(L, 1);
+  if (!*p) luaL_error(L, "shared table: used after it was collected");
   return (*p)->t;
 }
 
@@ -113,6 +130,19 @@ static const char *check_key(lua_State *L, int idx, size_t *len) {
     luaL_error(L, "shared table: key must be a string, got %s",
                luaL_typename(L, idx));
   return lua_tolstring(L, idx, len);
+}
+
+/* Encodes the value at idx into b, or raises. A handle (a tcp connection
+ * or listener) is refused: its transit hooks would move it out of its
+ * owner into a value that nobody receives (ltcp_transit.c). */
+static void encode_in(lua_State *L, int idx, ty_shtab *t, ty__buf *b) {
+  char err[256];
+  ty__buf_reset(b);
+  lt_store_encode = true;
+  int rc =
+      ty__codec_encode(L, idx, 1, b, ty_shtab_capacity(t), err, sizeof err);
+  lt_store_encode = false;
+  if (rc) luaL_error(L, "shared table: %s", err);
 }
 
 /* The value at idx as the table stores it; raises when it cannot be
@@ -126,10 +156,7 @@ static ty_shval to_val_in(lua_State *L, int idx, ty_shtab *t, ty__buf *b) {
     v.kind = TY_SHV_STR;
     v.data = lua_tolstring(L, idx, &v.len);
   } else {
-    char err[256];
-    ty__buf_reset(b);
-    if (ty__codec_encode(L, idx, 1, b, ty_shtab_capacity(t), err, sizeof err))
-      luaL_error(L, "shared table: %s", err);
+    encode_in(L, idx, t, b);
     v.kind = TY_SHV_BYTES;
     v.data = b->data;
     v.len = b->len;
@@ -141,20 +168,24 @@ static ty_shval to_val(lua_State *L, int idx, ty_shtab *t) {
   return to_val_in(L, idx, t, &t_buf);
 }
 
-static int push_val(lua_State *L, const ty_shval *v) {
+/* Pushes v, which points into b (taken), and gives b back. */
+static int push_val(lua_State *L, const ty_shval *v, ty__buf *b) {
   char err[128];
+  int n = 1;
   switch (v->kind) {
-  case TY_SHV_NUM: lua_pushnumber(L, v->num); return 1;
-  case TY_SHV_STR: lua_pushlstring(L, v->data, v->len); return 1;
+  case TY_SHV_NUM: lua_pushnumber(L, v->num); break;
+  case TY_SHV_STR: lua_pushlstring(L, v->data, v->len); break;
   case TY_SHV_LIST:
     lua_pushnil(L);
     lua_pushliteral(L, "value is a list");
-    return 2;
+    n = 2;
+    break;
   default:
-    if (ty__codec_decode(L, v->data, v->len, err, sizeof err) != 1)
-      return luaL_error(L, "shared table: a bad value: %s", err);
-    return 1;
+    if (ty__codec_decode(L, v->data, v->len, err, sizeof err) != 1) n = -1;
   }
+  buf_give(b);
+  if (n < 0) return luaL_error(L, "shared table: a bad value: %s", err);
+  return n;
 }
 
 static int fail(lua_State *L, int rc) {
@@ -201,13 +232,16 @@ static int do_get(lua_State *L, bool stale) {
   const char *k = check_key(L, 2, &klen);
   ty_shval v;
   bool expired = false;
-  int rc = ty_shtab_get(t, k, klen, now(), stale, &t_buf, &v, &expired);
+  ty__buf b;
+  buf_take(&b);
+  int rc = ty_shtab_get(t, k, klen, now(), stale, &b, &v, &expired);
+  if (rc) buf_give(&b);
   if (rc == -ENOENT) {
     lua_pushnil(L);
     return 1;
   }
   if (rc) return fail(L, rc);
-  int n = push_val(L, &v);
+  int n = push_val(L, &v, &b);
   if (!stale || n != 1) return n;
   lua_pushboolean(L, expired);
   return 2;
@@ -282,22 +316,36 @@ static int l_ttl(lua_State *L) {
   return 1;
 }
 
+/* A count from Lua (already >= 0 or NaN) as a size_t; 0 is "all", and
+ * anything past what a table holds is as good as all (a double past
+ * SIZE_MAX does not convert). */
+static size_t clamp_count(lua_Number n) {
+  if (!(n > 0)) return 0;
+  return n >= 1e15 ? (size_t)1e15 : (size_t)n;
+}
+
 static int l_keys(lua_State *L) {
   ty_shtab *t = check_tab(L);
   lua_Number max = luaL_optnumber(L, 2, 0);
   if (!(max >= 0)) return luaL_error(L, "shared table: keys: max must be >= 0");
-  ty__buf_reset(&t_buf);
-  long n = ty_shtab_keys(t, (size_t)max, now(), &t_buf);
-  if (n < 0) return fail(L, (int)n);
+  ty__buf b;
+  buf_take(&b);
+  ty__buf_reset(&b);
+  long n = ty_shtab_keys(t, clamp_count(max), now(), &b);
+  if (n < 0) {
+    buf_give(&b);
+    return fail(L, (int)n);
+  }
   lua_createtable(L, (int)n, 0);
   size_t at = 0;
   for (long i = 1; i <= n; i++) {
     uint32_t l;
-    memcpy(&l, t_buf.data + at, 4);
-    lua_pushlstring(L, t_buf.data + at + 4, l);
+    memcpy(&l, b.data + at, 4);
+    lua_pushlstring(L, b.data + at + 4, l);
     lua_rawseti(L, -2, (int)i);
     at += 4 + l;
   }
+  buf_give(&b);
   return 1;
 }
 
@@ -320,8 +368,8 @@ static int l_flush_all(lua_State *L) {
 static int l_flush_expired(lua_State *L) {
   ty_shtab *t = check_tab(L);
   lua_Number max = luaL_optnumber(L, 2, 0);
-  lua_pushnumber(L, (lua_Number)ty_shtab_flush_expired(
-                        t, max > 0 ? (size_t)max : 0, now()));
+  lua_pushnumber(L, (lua_Number)ty_shtab_flush_expired(t, clamp_count(max),
+                                                       now()));
   return 1;
 }
 
@@ -340,10 +388,7 @@ static int l_push(lua_State *L) {
   ty_shtab *t = check_tab(L);
   size_t klen;
   const char *k = check_key(L, 2, &klen);
-  char err[256];
-  ty__buf_reset(&t_buf);
-  if (ty__codec_encode(L, 3, 1, &t_buf, ty_shtab_capacity(t), err, sizeof err))
-    return luaL_error(L, "shared table: %s", err);
+  encode_in(L, 3, t, &t_buf);
   long n = ty_shtab_push(t, k, klen, t_buf.data, t_buf.len, lua_toboolean(L, 4),
                          now());
   if (n == -EINVAL) return lt_push_fail(L, "value not a list");
@@ -357,15 +402,18 @@ static int l_pop(lua_State *L) {
   ty_shtab *t = check_tab(L);
   size_t klen;
   const char *k = check_key(L, 2, &klen);
-  int rc = ty_shtab_pop(t, k, klen, lua_toboolean(L, 3), now(), &t_buf);
+  ty__buf b;
+  buf_take(&b);
+  int rc = ty_shtab_pop(t, k, klen, lua_toboolean(L, 3), now(), &b);
+  if (rc) buf_give(&b);
   if (rc == -ENOENT) {
     lua_pushnil(L);
     return 1;
   }
   if (rc == -EINVAL) return lt_push_fail(L, "value not a list");
   if (rc) return fail(L, rc);
-  ty_shval v = {TY_SHV_BYTES, 0, t_buf.data, t_buf.len};
-  return push_val(L, &v);
+  ty_shval v = {TY_SHV_BYTES, 0, b.data, b.len};
+  return push_val(L, &v, &b);
 }
 
 static int l_llen(lua_State *L) {
@@ -425,10 +473,13 @@ static const luaL_Reg methods[] = {{"set", l_set},
  * costs about 40 ns and ends the trace). Anything else takes the methods
  * above. They never raise: shared.lua checked the arguments. */
 
-/* -> 0 absent, 1 number (*num), 2 string (*data, *len: in this thread's
- * buffer, valid until its next use), 3 another kind (use the method) */
-static int ffi_get(named *n, const char *k, size_t klen, double *num,
-                   const char **data, size_t *len) {
+/* -> 0 absent, 1 number (*num), 2 string copied into dst (*num: its
+ * length), 3 another kind (use the method), 4 a string longer than cap
+ * (*num: its length). dst is the caller's (shared.lua's buffer): between
+ * this copy and its ffi.string the caller allocates nothing, so no
+ * finalizer can run and reuse it. */
+static int ffi_get(named *n, const char *k, size_t klen, double *num, char *dst,
+                   size_t cap) {
   ty_shval v;
   int rc = ty_shtab_get(n->t, k, klen, now(), false, &t_buf, &v, NULL);
   if (rc) return rc == -ENOENT ? 0 : 3;
@@ -437,8 +488,9 @@ static int ffi_get(named *n, const char *k, size_t klen, double *num,
     return 1;
   }
   if (v.kind != TY_SHV_STR) return 3;
-  *data = v.data;
-  *len = v.len;
+  *num = (double)v.len;
+  if (v.len > cap) return 4;
+  memcpy(dst, v.data, v.len);
   return 2;
 }
 
@@ -480,8 +532,7 @@ static int l_shared_ptr(lua_State *L) {
 static named *lookup(const char *name, size_t len, size_t capacity) {
   pthread_mutex_lock(&g_mu);
   named *n = g_tables;
-  while (n && (strlen(n->name) != len || memcmp(n->name, name, len)))
-    n = n->next;
+  while (n && (n->len != len || memcmp(n->name, name, len))) n = n->next;
   if (!n && (n = malloc(sizeof *n + len + 1))) {
     n->t = ty_shtab_new(capacity, charge);
     if (!n->t) {
@@ -490,6 +541,7 @@ static named *lookup(const char *name, size_t len, size_t capacity) {
     } else {
       memcpy(n->name, name, len);
       n->name[len] = 0;
+      n->len = len;
       atomic_init(&n->refs, 1);
       n->next = g_tables;
       g_tables = n;

@@ -65,7 +65,8 @@ uint64_t lt_nofile_until(lt_listener *l) {
  * the reset can destroy the answer before the client reads it). */
 static void shed_one(int fd, const char *msg, size_t len) {
   char buf[4096];
-  while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  /* at most 64 KiB: a client that keeps sending must not hold the thread */
+  for (int i = 0; i < 16 && recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; i++) {
   }
   if (len) (void)!send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
   shutdown(fd, SHUT_WR);
@@ -101,22 +102,26 @@ static int shed_some(lt_listener *l) {
 
 bool lt_nofile_hit(lt_listener *l, int res) {
   if (res != -EMFILE && res != -ENFILE) return false;
-  uint64_t now = now_ns();
   bool shed, tell = false;
   pthread_mutex_lock(&l->mu);
+  /* read under the lock: another thread's nofile_since, set with a later
+   * clock read, would be past a `now` read before it (an unsigned
+   * underflow below, shedding on the first shortage) */
+  uint64_t now = now_ns();
   if (!l->nofile_since) l->nofile_since = now;
   l->backoff_ns = l->backoff_ns ? l->backoff_ns * 2 : BACKOFF_MIN_NS;
   if (l->backoff_ns > BACKOFF_MAX_NS) l->backoff_ns = BACKOFF_MAX_NS;
   /* Virtual time (specs) would hold the back-off until advanced. */
   l->retry_at = ty_runtime_is_virtual(lt_g.rt) ? 0 : now + l->backoff_ns;
-  shed = now - l->nofile_since >= SHED_AFTER_NS;
+  shed = now > l->nofile_since && now - l->nofile_since >= SHED_AFTER_NS;
   if (shed && !l->nofile_told) tell = l->nofile_told = true;
+  uint64_t since = l->nofile_since;
   pthread_mutex_unlock(&l->mu);
   if (tell)
     ty__logf(TY_LOG_WARN, -1, 0,
              "tcp listener: out of file descriptors for %.1f s: new "
              "connections are answered and closed until some free",
-             (double)(now - l->nofile_since) * 1e-9);
+             (double)(now - since) * 1e-9);
   if (shed) shed_some(l);
   return true;
 }

@@ -53,6 +53,11 @@ static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
                       size_t errlen) {
   int kind = udata_kind(L, idx);
   if (!kind) return 1;
+  if (lt_store_encode)
+    return hook_fail(err, errlen,
+                     kind == LT_H_CONN
+                         ? "cannot store a tcp connection in a shared table"
+                         : "cannot store a tcp listener in a shared table");
   if (lt_remote_encode)
     return hook_fail(err, errlen,
                      kind == LT_H_CONN

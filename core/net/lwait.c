@@ -218,12 +218,15 @@ static const luaL_Reg waiter_methods[] = {{"wait", l_waiter_wait},
 
 static int l_waiter(lua_State *L) {
   lt_waiter **p = lua_newuserdata(L, sizeof *p);
-  *p = calloc(1, sizeof **p);
-  if (!*p) return luaL_error(L, "waiter: out of memory");
-  (*p)->refs = 1;
+  *p = NULL;
+  /* the metatable (and so __gc) first: building it can raise, and then the
+   * memory below would have no owner */
   lt_net_metatable(L, LT_WAITER_MT, waiter_methods, l_waiter_gc,
                    l_waiter_tostring);
   lua_setmetatable(L, -2);
+  *p = calloc(1, sizeof **p);
+  if (!*p) return luaL_error(L, "waiter: out of memory");
+  (*p)->refs = 1;
   return 1;
 }
 
@@ -275,11 +278,15 @@ static int l_lease(lua_State *L) {
   ty_actor *a = lt_net_actor(L, "lease");
   lt_lease *l = lua_newuserdata(L, sizeof *l);
   l->res.close = lease_res_close;
-  l->owner = a->user;
+  l->owner = NULL;
   l->dead = false;
-  lt_res_add(l->owner, &l->res);
+  /* the metatable (and so __gc) before the actor links it: building it can
+   * raise, and a linked lease without __gc would stay in the actor's list
+   * after its memory is collected */
   lt_net_metatable(L, LT_LEASE_MT, lease_methods, l_lease_gc, l_lease_tostring);
   lua_setmetatable(L, -2);
+  l->owner = a->user;
+  lt_res_add(l->owner, &l->res);
   return 1;
 }
 

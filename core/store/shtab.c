@@ -17,9 +17,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "base/common.h"
 #include "shtab.h"
+#include "shtab_store.h"
 
 #define NSHARD 64
 #define MIN_BUCKETS 16
@@ -51,6 +53,7 @@ typedef struct shard {
 
 struct ty_shtab {
   size_t capacity;
+  uint64_t seed; /* the hash's (set once, before the table is shared) */
   ty_shtab_charge charge;
   /* Bytes of the entries. relaxed: a count; the entries themselves are
    * published by the shard locks. */
@@ -61,8 +64,11 @@ struct ty_shtab {
   } sh[NSHARD];
 };
 
-static uint64_t hash(const char *k, size_t n) {
-  uint64_t h = 1469598103934665603ull ^ n;
+/* Seeded per table (getrandom, ty_shtab_new): keys chosen to collide in
+ * one process do not collide in another, so a peer that picks the keys
+ * cannot pile them into one chain. */
+static uint64_t hash(const ty_shtab *t, const char *k, size_t n) {
+  uint64_t h = (1469598103934665603ull ^ t->seed) ^ n;
   for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)k[i]) * 1099511628211ull;
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;
@@ -91,6 +97,8 @@ ty_shtab *ty_shtab_new(size_t capacity, ty_shtab_charge charge) {
   memset(t, 0, sizeof *t);
   t->capacity = capacity;
   t->charge = charge;
+  if (getrandom(&t->seed, sizeof t->seed, GRND_NONBLOCK) != sizeof t->seed)
+    t->seed = ty__now_ns() ^ (uint64_t)(uintptr_t)t;
   for (int i = 0; i < NSHARD; i++) {
     shard *s = &t->sh[i].s;
     pthread_mutexattr_t a;
@@ -182,7 +190,8 @@ static void unlink_ent(ty_shtab *t, shard *s, ent *e, ent **link) {
                             memory_order_relaxed);
 }
 
-static void link_ent(ty_shtab *t, shard *s, ent *e, uint64_t lru) {
+/* held: bytes make_room reserved for e, already counted in `used` */
+static void link_ent(ty_shtab *t, shard *s, ent *e, uint64_t lru, size_t held) {
   if (s->n >= s->nb && grow(s) && !s->nb) ty__die("shtab: no buckets");
   size_t i = e->hash & (s->nb - 1);
   e->hnext = s->buckets[i];
@@ -190,7 +199,7 @@ static void link_ent(ty_shtab *t, shard *s, ent *e, uint64_t lru) {
   lru_push(s, e, lru);
   s->n++;
   publish_oldest(s);
-  atomic_fetch_add_explicit(&t->used, (int64_t)ent_cost(e),
+  atomic_fetch_add_explicit(&t->used, (int64_t)ent_cost(e) - (int64_t)held,
                             memory_order_relaxed); /* see `used` */
 }
 
@@ -208,47 +217,68 @@ static bool same_value(const ent *e, const ty_shval *v) {
 
 /* ---- making room -------------------------------------------------------- */
 
-/* Evicts in LRU order until `need` more bytes fit. 0 or -ENOMEM; *evicted
- * when a live entry went. */
+/* Reserves `need` bytes in `used`, evicting in LRU order until they fit
+ * within the capacity. 0 (the bytes stay reserved: the caller's link_ent
+ * takes them over, or unreserve gives them back) or -ENOMEM (nothing
+ * reserved); *evicted when a live entry went. The caller's own key (h, k)
+ * is never evicted: its old value is what the store replaces, and losing
+ * it would lose the data a cas or a list push is built on. */
 static int make_room(ty_shtab *t, size_t need, bool safe, ty_shnow now,
-                     bool *evicted) {
+                     bool *evicted, uint32_t h, const char *k, size_t klen) {
   if (need > t->capacity) return -ENOMEM;
+  /* relaxed: `used` is a count; reserving with one read-modify-write
+   * means two stores racing can never both take the same free bytes (the
+   * entries themselves are published by the shard locks). */
+  int64_t u =
+      atomic_fetch_add_explicit(&t->used, (int64_t)need, memory_order_relaxed) +
+      (int64_t)need;
+  int skip = -1; /* the shard whose only candidate is the caller's key */
   for (int tries = 0; tries < 100000; tries++) {
-    int64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
-    if ((size_t)used + need <= t->capacity) return 0;
+    if (u <= (int64_t)t->capacity) return 0;
     int best = -1;
     uint64_t min = UINT64_MAX;
     for (int i = 0; i < NSHARD; i++) {
       uint64_t o =
           atomic_load_explicit(&t->sh[i].s.oldest, memory_order_relaxed);
-      if (o < min) min = o, best = i;
+      if (i != skip && o < min) min = o, best = i;
     }
-    if (best < 0) return -ENOMEM;
+    if (best < 0) break;
     shard *s = &t->sh[best].s;
     pthread_mutex_lock(&s->mu);
     ent *e = s->tail, **link = NULL;
+    if (e && e->hash == h && e->klen == klen && memcmp(e->data, k, klen) == 0) {
+      e = e->prev;
+      if (!e) skip = best;
+    }
     if (!e) {
       pthread_mutex_unlock(&s->mu);
+      u = atomic_load_explicit(&t->used, memory_order_relaxed);
       continue;
     }
     bool was_live = live(e, now.ttl);
     if (was_live && safe) {
       pthread_mutex_unlock(&s->mu);
-      return -ENOMEM;
+      break;
     }
     find(s, e->hash, e->data, e->klen, &link);
     unlink_ent(t, s, e, link);
     pthread_mutex_unlock(&s->mu);
     drop(t, e);
     if (was_live) *evicted = true;
+    u = atomic_load_explicit(&t->used, memory_order_relaxed);
   }
+  atomic_fetch_sub_explicit(&t->used, (int64_t)need,
+                            memory_order_relaxed); /* see above */
   return -ENOMEM;
 }
 
-/* ---- stores ------------------------------------------------------------ */
+static void unreserve(ty_shtab *t, size_t held) {
+  /* relaxed: see make_room */
+  if (held)
+    atomic_fetch_sub_explicit(&t->used, (int64_t)held, memory_order_relaxed);
+}
 
-#define KEEP_TTL 8 /* mode bit: keep the entry's expiry (cas, lists) */
-#define DELETE 16  /* mode bit: remove the entry (v is ignored) */
+/* ---- stores ------------------------------------------------------------ */
 
 static ent *make_ent(ty_shtab *t, uint32_t h, const char *k, size_t klen,
                      const ty_shval *v) {
@@ -272,9 +302,10 @@ static ent *make_ent(ty_shtab *t, uint32_t h, const char *k, size_t klen,
 
 /* The store behind set/add/replace/cas/lists. expect: only when the live
  * value equals it (then 1 for a match, 0 for none). */
-static int store(ty_shtab *t, const char *k, size_t klen, const ty_shval *v,
-                 uint64_t ttl, int mode, ty_shnow now, const ty_shval *expect) {
-  uint64_t h64 = hash(k, klen);
+int ty__shtab_store(ty_shtab *t, const char *k, size_t klen, const ty_shval *v,
+                    uint64_t ttl, int mode, ty_shnow now,
+                    const ty_shval *expect) {
+  uint64_t h64 = hash(t, k, klen);
   uint32_t h = (uint32_t)h64;
   shard *s = shard_of(t, h64);
   size_t vlen = v && v->kind != TY_SHV_NUM ? v->len : 0;
@@ -308,40 +339,64 @@ static int store(ty_shtab *t, const char *k, size_t klen, const ty_shval *v,
   }
   if (e) old = ent_cost(e);
   pthread_mutex_unlock(&s->mu);
+  if (cost > t->capacity) return -ENOMEM;
 
-  bool evicted = false;
-  if (cost > old &&
-      make_room(t, cost - old, mode & TY_SHTAB_SAFE, now, &evicted))
-    return -ENOMEM;
+  /* Charged (max_memory) before any eviction: a store refused there
+   * evicts nothing. */
   ent *n = make_ent(t, h, k, klen, v);
   if (!n) return -ENOMEM;
   n->expires = expires;
-
-  pthread_mutex_lock(&s->mu);
-  e = find(s, h, k, klen, &link);
-  is_live = e && live(e, now.ttl);
-  if ((mode & TY_SHTAB_ADD) && is_live) goto exists_n;
-  if ((mode & TY_SHTAB_REPLACE) && !is_live) goto missing_n;
-  if (expect && (!is_live || !same_value(e, expect))) goto differs_n;
-  if (e) {
-    if ((mode & KEEP_TTL) && is_live) n->expires = e->expires;
-    unlink_ent(t, s, e, link);
+  bool evicted = false, safe = mode & TY_SHTAB_SAFE;
+  size_t held = cost > old ? cost - old : 0; /* reserved in `used` */
+  if (held && make_room(t, held, safe, now, &evicted, h, k, klen)) {
+    drop(t, n);
+    return -ENOMEM;
   }
-  link_ent(t, s, n, now.lru);
-  pthread_mutex_unlock(&s->mu);
-  if (e) drop(t, e);
-  return expect ? 1 : evicted ? TY_SHTAB_EVICTED : 0;
+
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    e = find(s, h, k, klen, &link);
+    is_live = e && live(e, now.ttl);
+    if ((mode & TY_SHTAB_ADD) && is_live) goto exists_n;
+    if ((mode & TY_SHTAB_REPLACE) && !is_live) goto missing_n;
+    if (expect && (!is_live || !same_value(e, expect))) goto differs_n;
+    size_t cur = e ? ent_cost(e) : 0;
+    if (cost > cur && cost - cur > held) {
+      /* The old entry went or shrank since the first look (another
+       * store or an eviction): reserve the difference, then look again. */
+      pthread_mutex_unlock(&s->mu);
+      size_t more = cost - cur - held;
+      if (make_room(t, more, safe, now, &evicted, h, k, klen)) {
+        unreserve(t, held);
+        drop(t, n);
+        return -ENOMEM;
+      }
+      held += more;
+      continue;
+    }
+    if (e) {
+      if ((mode & KEEP_TTL) && is_live) n->expires = e->expires;
+      unlink_ent(t, s, e, link);
+    }
+    link_ent(t, s, n, now.lru, held);
+    pthread_mutex_unlock(&s->mu);
+    if (e) drop(t, e);
+    return expect ? 1 : evicted ? TY_SHTAB_EVICTED : 0;
+  }
 
 exists_n:
   pthread_mutex_unlock(&s->mu);
+  unreserve(t, held);
   drop(t, n);
   return -EEXIST;
 missing_n:
   pthread_mutex_unlock(&s->mu);
+  unreserve(t, held);
   drop(t, n);
   return -ENOENT;
 differs_n:
   pthread_mutex_unlock(&s->mu);
+  unreserve(t, held);
   drop(t, n);
   return 0;
 exists:
@@ -357,12 +412,12 @@ differs:
 
 int ty_shtab_set(ty_shtab *t, const char *key, size_t klen, const ty_shval *v,
                  uint64_t ttl_ns, int mode, ty_shnow now) {
-  return store(t, key, klen, v, ttl_ns, mode & 7, now, NULL);
+  return ty__shtab_store(t, key, klen, v, ttl_ns, mode & 7, now, NULL);
 }
 
 int ty_shtab_cas(ty_shtab *t, const char *key, size_t klen, const ty_shval *old,
                  const ty_shval *new_, ty_shnow now) {
-  return store(t, key, klen, new_, 0, KEEP_TTL, now, old);
+  return ty__shtab_store(t, key, klen, new_, 0, KEEP_TTL, now, old);
 }
 
 /* ---- reads and single-key updates --------------------------------------- */
@@ -381,7 +436,7 @@ static int copy_out(const ent *e, ty__buf *out, ty_shval *v) {
 
 int ty_shtab_get(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
                  bool stale, ty__buf *out, ty_shval *v, bool *expired) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   pthread_mutex_lock(&s->mu);
   ent *e = find(s, (uint32_t)h64, key, klen, NULL);
@@ -400,7 +455,7 @@ int ty_shtab_get(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
 int ty_shtab_incr(ty_shtab *t, const char *key, size_t klen, double n,
                   bool has_init, double init, uint64_t init_ttl_ns,
                   ty_shnow now, double *res) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   for (;;) {
     pthread_mutex_lock(&s->mu);
@@ -418,7 +473,8 @@ int ty_shtab_incr(ty_shtab *t, const char *key, size_t klen, double n,
     pthread_mutex_unlock(&s->mu);
     if (!has_init) return -ENOENT;
     ty_shval v = {TY_SHV_NUM, init + n, NULL, 0};
-    int rc = store(t, key, klen, &v, init_ttl_ns, TY_SHTAB_ADD, now, NULL);
+    int rc =
+        ty__shtab_store(t, key, klen, &v, init_ttl_ns, TY_SHTAB_ADD, now, NULL);
     if (rc != -EEXIST) {
       if (rc >= 0) *res = init + n;
       return rc;
@@ -427,7 +483,7 @@ int ty_shtab_incr(ty_shtab *t, const char *key, size_t klen, double n,
 }
 
 int ty_shtab_delete(ty_shtab *t, const char *key, size_t klen) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   ent **link = NULL;
   pthread_mutex_lock(&s->mu);
@@ -441,7 +497,7 @@ int ty_shtab_delete(ty_shtab *t, const char *key, size_t klen) {
 
 int ty_shtab_expire(ty_shtab *t, const char *key, size_t klen, uint64_t ttl_ns,
                     ty_shnow now) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   pthread_mutex_lock(&s->mu);
   ent *e = find(s, (uint32_t)h64, key, klen, NULL);
@@ -453,7 +509,7 @@ int ty_shtab_expire(ty_shtab *t, const char *key, size_t klen, uint64_t ttl_ns,
 
 int ty_shtab_ttl(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
                  uint64_t *left) {
-  uint64_t h64 = hash(key, klen);
+  uint64_t h64 = hash(t, key, klen);
   shard *s = shard_of(t, h64);
   pthread_mutex_lock(&s->mu);
   ent *e = find(s, (uint32_t)h64, key, klen, NULL);
@@ -567,113 +623,4 @@ size_t ty_shtab_used(const ty_shtab *t) {
 size_t ty_shtab_free_space(const ty_shtab *t) {
   size_t u = ty_shtab_used(t);
   return u >= t->capacity ? 0 : t->capacity - u;
-}
-
-/* ---- lists (OpenResty's lpush ...) -------------------------------------- */
-
-/* A list's value is its items, each a u32 length then the bytes. A push or
- * a pop reads the list, builds the new one and stores it only if the list
- * is still what it read (as cas does), retrying otherwise: the shard lock
- * is never held across an allocation or an eviction. */
-
-static int read_list(ty_shtab *t, const char *key, size_t klen, ty_shnow now,
-                     ty__buf *cur, ty_shval *v) {
-  int rc = ty_shtab_get(t, key, klen, now, false, cur, v, NULL);
-  if (rc) return rc;
-  return v->kind == TY_SHV_LIST ? 0 : -EINVAL;
-}
-
-static long items(const ty_shval *v) {
-  long n = 0;
-  for (size_t at = 0; at + 4 <= v->len; n++) {
-    uint32_t l;
-    memcpy(&l, v->data + at, 4);
-    at += 4 + (size_t)l;
-  }
-  return n;
-}
-
-long ty_shtab_push(ty_shtab *t, const char *key, size_t klen, const char *item,
-                   size_t ilen, bool left, ty_shnow now) {
-  ty__buf cur, nb;
-  ty__buf_init(&cur);
-  ty__buf_init(&nb);
-  uint32_t l = (uint32_t)ilen;
-  long rc;
-  if (ilen > UINT32_MAX) return -ENOMEM;
-  for (;;) {
-    ty_shval v;
-    rc = read_list(t, key, klen, now, &cur, &v);
-    if (rc == -EINVAL || rc == -ENOMEM) break;
-    ty__buf_reset(&nb);
-    if (!rc && !left && ty__buf_append(&nb, v.data, v.len)) goto nomem;
-    if (ty__buf_append(&nb, &l, 4) || ty__buf_append(&nb, item, ilen))
-      goto nomem;
-    if (!rc && left && ty__buf_append(&nb, v.data, v.len)) goto nomem;
-    ty_shval nv = {TY_SHV_LIST, 0, nb.data, nb.len};
-    long len = rc ? 1 : items(&v) + 1;
-    int s = rc ? store(t, key, klen, &nv, 0, TY_SHTAB_ADD, now, NULL)
-               : store(t, key, klen, &nv, 0, KEEP_TTL, now, &v);
-    if (s == -EEXIST || (!rc && s == 0)) continue; /* changed meanwhile */
-    rc = s < 0 ? s : len;
-    break;
-  }
-  ty__buf_free(&cur);
-  ty__buf_free(&nb);
-  return rc;
-nomem:
-  ty__buf_free(&cur);
-  ty__buf_free(&nb);
-  return -ENOMEM;
-}
-
-int ty_shtab_pop(ty_shtab *t, const char *key, size_t klen, bool left,
-                 ty_shnow now, ty__buf *out) {
-  ty__buf cur;
-  ty__buf_init(&cur);
-  int rc;
-  for (;;) {
-    ty_shval v;
-    rc = read_list(t, key, klen, now, &cur, &v);
-    if (rc) break;
-    size_t at = 0, first = 0, last = 0;
-    while (at + 4 <= v.len) { /* the last item starts at `last` */
-      uint32_t l;
-      memcpy(&l, v.data + at, 4);
-      last = at;
-      at += 4 + (size_t)l;
-    }
-    if (!v.len) {
-      rc = -ENOENT;
-      break;
-    }
-    size_t from = left ? first : last, ilen;
-    uint32_t l;
-    memcpy(&l, v.data + from, 4);
-    ilen = l;
-    ty_shval nv = {TY_SHV_LIST, 0, v.data, v.len - 4 - ilen};
-    if (left) nv.data = v.data + 4 + ilen;
-    int s = nv.len ? store(t, key, klen, &nv, 0, KEEP_TTL, now, &v)
-                   : store(t, key, klen, NULL, 0, DELETE, now, &v);
-    if (s == 0) continue; /* changed meanwhile */
-    if (s < 0) {
-      rc = s;
-      break;
-    }
-    ty__buf_reset(out);
-    rc = ty__buf_append(out, v.data + from + 4, ilen) ? -ENOMEM : 0;
-    break;
-  }
-  ty__buf_free(&cur);
-  return rc;
-}
-
-long ty_shtab_llen(ty_shtab *t, const char *key, size_t klen, ty_shnow now) {
-  ty__buf cur;
-  ty__buf_init(&cur);
-  ty_shval v;
-  int rc = read_list(t, key, klen, now, &cur, &v);
-  long n = rc == -ENOENT ? 0 : rc ? rc : items(&v);
-  ty__buf_free(&cur);
-  return n;
 }

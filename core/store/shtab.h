@@ -11,6 +11,8 @@
  *    each); when a store needs room, entries go in least-recently-used order
  *    across the whole table (a get is a use), expired ones first in that
  *    order; evicting a live entry makes the store return TY_SHTAB_EVICTED;
+ *    a store never evicts the old value of its own key, and one that costs
+ *    more than the capacity fails with -ENOMEM;
  *  - every entry's memory also passes the `charge` hook (the process's
  *    max_memory): refused, the store fails with -ENOMEM and changes nothing;
  *  - times are nanoseconds of the caller's clock (`now.ttl`, so a virtual

@@ -86,4 +86,10 @@
   X(shtab_basic, 10)                                                           \
   X(shtab_lru, 10)                                                             \
   X(shtab_ttl_lists, 10)                                                       \
-  X(shtab_stress, 300)
+  X(shtab_stress, 300)                                                         \
+  X(shtab_fix_grow, 10)                                                        \
+  X(shtab_fix_push, 10)                                                        \
+  X(shtab_fix_refused, 10)                                                     \
+  X(shtab_fix_cas, 10)                                                         \
+  X(shtab_fix_stress, 300)                                                     \
+  X(shtab_fix_overshoot, 300)

@@ -20,15 +20,17 @@ local core = require "tycho.core"
 local M = {}
 
 local lget, lset, lincr = core._shared_ffi()
-local fget = ffi.cast("int (*)(void *, const char *, size_t, double *, const char **, size_t *)",
-  lget)
+local fget = ffi.cast("int (*)(void *, const char *, size_t, double *, char *, size_t)", lget)
 local fset = ffi.cast("int (*)(void *, const char *, size_t, int, double, const char *, size_t,"
   .. " double)", lset)
 local fincr = ffi.cast("int (*)(void *, const char *, size_t, double, int, double, double,"
   .. " double *)", lincr)
 local num = ffi.new("double[1]")
-local str = ffi.new("const char *[1]")
-local len = ffi.new("size_t[1]")
+-- get's strings are copied here (lshared.c's ffi_get); longer ones take
+-- the C method
+local SBUF_MAX = 65536
+local scap = 1024
+local sbuf = ffi.new("char[?]", scap)
 local ENOMEM, ENOENT, EINVAL = -12, -2, -22
 
 local T = {}
@@ -56,10 +58,17 @@ end
 function T.get(t, k)
   local p = type(t) == "table" and t.p
   if not p or type(k) ~= "string" then return slow_get(t, k) end
-  local kind = fget(p, k, #k, num, str, len)
+  local kind = fget(p, k, #k, num, sbuf, scap)
+  if kind == 4 and num[0] <= SBUF_MAX then
+    scap = SBUF_MAX
+    sbuf = ffi.new("char[?]", scap)
+    kind = fget(p, k, #k, num, sbuf, scap)
+  end
   if kind == 1 then return num[0] end
   if kind == 0 then return nil end
-  if kind == 2 then return ffi.string(str[0], len[0]) end
+  -- nothing allocates between fget's copy and this one: no finalizer can
+  -- run in between and overwrite sbuf
+  if kind == 2 then return ffi.string(sbuf, num[0]) end
   return slow_get(t, k)
 end
 
