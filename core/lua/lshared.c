@@ -52,6 +52,11 @@ static _Atomic unsigned g_gen;
 static _Thread_local ty__buf t_buf;
 static _Thread_local ty__buf t_buf2; /* cas's expected value */
 
+void lt_shared_thread_end(void) {
+  ty__buf_free(&t_buf);
+  ty__buf_free(&t_buf2);
+}
+
 static void buf_take(ty__buf *b) {
   *b = t_buf;
   ty__buf_init(&t_buf);

@@ -12,6 +12,7 @@
 #include "lobserve.h"
 #include "lrandom.h"
 #include "lrun.h"
+#include "lshared.h"
 #include "lstate.h"
 
 /* relaxed: figures for tycho.stats, each written by its worker alone. */
@@ -340,11 +341,15 @@ void lt_state_exit(ty_worker *w, void *ud) {
     luaL_unref(lw->L, LUA_REGISTRYINDEX, lw->copool[i].ref);
   lw->ncopool = 0;
   if (lw->borrowed) give_back_state(lw);
+  /* A state that closes lets its modules close what they keep too (pooled
+   * connections whose libraries allocate outside the Lua heap: libpq). */
+  else if (lua_cpcall(lw->L, modules_give_back, NULL)) lua_pop(lw->L, 1);
   lt_mem_detach(lw->L, &lw->heap);
   if (!lw->borrowed) lua_close(lw->L);
   lt_mem_flush();
   lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
+  lt_shared_thread_end();
   free(lw->free_slots);
   free(lw);
   ty_worker_set_data(w, NULL);

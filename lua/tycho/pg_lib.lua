@@ -76,6 +76,13 @@ M.PIPELINE_SYNC, M.PIPELINE_ABORTED = 10, 11
 M.TRANS_IDLE, M.TRANS_INTRANS, M.TRANS_INERROR = 0, 2, 3
 local DIAG_SQLSTATE, DIAG_MESSAGE = string.byte("C"), string.byte("M")
 
+-- Kept mapped for the life of the process (RTLD_NODELETE): a state that
+-- closes unloads what it ffi.load'ed, and libpq keeps objects of its own
+-- (its OpenSSL BIO method) that would then be lost, and the finalizers of
+-- connections still to run would call into an unmapped library.
+pcall(ffi.cdef, "void *dlopen(const char *file, int mode);")
+local RTLD_LAZY, RTLD_NODELETE = 0x1, 0x1000
+
 local lib, load_err
 -- libpq, loaded once per LuaJIT state; nil, err when it is not installed.
 function M.lib()
@@ -90,6 +97,8 @@ function M.lib()
         return nil, load_err
       end
       lib = l
+      pcall(ffi.C.dlopen, name:find("/") and name or (name == "pq" and "libpq.so" or name),
+        RTLD_LAZY + RTLD_NODELETE)
       return lib
     end
     load_err = l

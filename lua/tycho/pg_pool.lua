@@ -259,9 +259,12 @@ function M.stats()
 end
 
 -- Closes every pool of this state: a script's own state (where tycho.run
--- runs main) outlives its runs, and with it the pools main made.
+-- runs main) outlives its runs, and with it the pools main made; a worker
+-- state that outlives its worker gives them back (core/lua/lstate.c,
+-- modules_give_back), or their connections would stay open.
 function M._close_all()
   for _, p in pairs(pools) do p:close() end
 end
+M._give_back = M._close_all
 
 return M
