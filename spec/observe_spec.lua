@@ -39,7 +39,9 @@ describe("tycho.processes", function()
       assert.is_true(p.worker == 1 or p.worker == 2)
       assert.is_true(p.resumes >= 1)
       assert.is_true(p.cpu >= 0 and p.cpu < 5)
-      assert.is_true(p.memory > 0)
+      -- what it allocated less what it freed: 0 for an actor that made
+      -- nothing of its own (a pooled coroutine, arguments passed straight)
+      assert.is_true(type(p.memory) == "number" and p.memory >= 0, tostring(p.memory))
       assert.matches("observe_spec.lua:%d+", p.fn)
     end
   end)
