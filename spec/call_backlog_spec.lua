@@ -42,7 +42,10 @@ describe("tycho.call with a backlog", function()
       print(("\n  call on %s worker: %.2f us with an empty mailbox, %.2f us with 10^5 queued")
         :format(where, empty * 1e6, backlog * 1e6))
       assert.is_true(intact)
-      assert.is_true(backlog < 3 * empty,
+      -- Behaviour, not speed: a call that scanned the 10^5 queued messages
+      -- would cost 100 us or more; anything under 20x (at least 50 us) is
+      -- a call that skipped them (the ratio itself: make bench).
+      assert.is_true(backlog < math.max(20 * empty, 50e-6),
         ("%.2f us with a backlog vs %.2f us without"):format(backlog * 1e6, empty * 1e6))
     end)
   end
