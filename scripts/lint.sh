@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # lint.sh - what `make lint` checks (also a step of `make test`):
-#   1. the layering of core/ (scripts/layers.sh)
+#   1. the layering of core/ (scripts/layers.sh): folders, the floors inside
+#      a folder (scripts/floors/), includes and, from the objects of a
+#      build, calls (skipped with a message before a first build;
+#      scripts/test.sh requires it)
 #   2. the C style: clang-format --dry-run against .clang-format
 #   3. luacheck on lua/, spec/, examples/, bench/lua (.luacheckrc)
 # Prints "N passed, N failed" (one check each) and exits non-zero on any
