@@ -4,24 +4,19 @@
  *
  *  - error tokens: an errno becomes a short stable word ("timeout",
  *    "refused", "reset", "closed", ...), the `err` of `nil, err`;
- *  - host and timeout arguments;
- *  - handles in messages: a connection or listener inside a message travels
- *    as a token of the transit table (see codec.h); the table is emptied
- *    when the last worker state that loaded this module closes, so a handle
- *    whose message was never read does not outlive its runtime;
- *  - the module's fields: tcp, tls, _set_nofile.
+ *  - host and timeout arguments, the running actor, waits, metatables.
+ * It is the bottom floor of core/net (scripts/floors/net.txt): it calls no
+ * other file of the folder. The transit table is in ltcp_transit.c, the
+ * module's fields (tcp, tls, _set_nofile) in lnet_open.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <string.h>
-#include <sys/resource.h>
 
-#include "ltls.h"
-#include "lua/codec.h"
+#include "lnet.h"
 #include "lua/lapi.h"
 #include "lua/lrun.h"
 
@@ -164,148 +159,4 @@ void lt_net_metatable(lua_State *L, const char *name, const luaL_Reg *methods,
 void lt_net_nodelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-/* ---- the transit table ------------------------------------------------- */
-
-#define TR_BUCKETS 1024
-
-typedef struct tr_entry {
-  uint64_t token;
-  int kind;
-  void *p;
-  struct tr_entry *next;
-} tr_entry;
-
-static pthread_mutex_t g_tr_mu = PTHREAD_MUTEX_INITIALIZER;
-static tr_entry *g_tr[TR_BUCKETS];
-/* relaxed: only uniqueness matters; the mutex orders the entries. */
-static _Atomic uint64_t g_tr_next = 1;
-
-uint64_t lt_transit_token(void) {
-  return atomic_fetch_add_explicit(&g_tr_next, 1, memory_order_relaxed);
-}
-
-void lt_transit_put(uint64_t token, int kind, void *p) {
-  tr_entry *e = ty__xmalloc(sizeof *e);
-  e->token = token;
-  e->kind = kind;
-  e->p = p;
-  pthread_mutex_lock(&g_tr_mu);
-  e->next = g_tr[token % TR_BUCKETS];
-  g_tr[token % TR_BUCKETS] = e;
-  pthread_mutex_unlock(&g_tr_mu);
-}
-
-void *lt_transit_take(uint64_t token, int *kind) {
-  void *p = NULL;
-  pthread_mutex_lock(&g_tr_mu);
-  for (tr_entry **pp = &g_tr[token % TR_BUCKETS]; *pp; pp = &(*pp)->next) {
-    tr_entry *e = *pp;
-    if (e->token != token) continue;
-    *pp = e->next;
-    *kind = e->kind;
-    p = e->p;
-    free(e);
-    break;
-  }
-  pthread_mutex_unlock(&g_tr_mu);
-  return p;
-}
-
-/* Drops every handle still in transit: its message was never decoded. */
-static void transit_sweep(void) {
-  tr_entry *all = NULL;
-  pthread_mutex_lock(&g_tr_mu);
-  for (int i = 0; i < TR_BUCKETS; i++) {
-    while (g_tr[i]) {
-      tr_entry *e = g_tr[i];
-      g_tr[i] = e->next;
-      e->next = all;
-      all = e;
-    }
-  }
-  pthread_mutex_unlock(&g_tr_mu);
-  while (all) {
-    tr_entry *e = all;
-    all = e->next;
-    lt_tcp_drop(e->kind, e->p);
-    free(e);
-  }
-}
-
-/* Worker states that loaded this module; the last to close sweeps. */
-static _Atomic int g_states;
-
-static int sentinel_gc(lua_State *L) {
-  (void)L;
-  /* acq_rel: the last closer sees every other state's transit puts. */
-  if (atomic_fetch_sub_explicit(&g_states, 1, memory_order_acq_rel) == 1)
-    transit_sweep();
-  return 0;
-}
-
-static void count_state(lua_State *L) {
-  static const char key = 0;
-  lua_pushlightuserdata(L, (void *)&key);
-  lua_rawget(L, LUA_REGISTRYINDEX);
-  bool seen = !lua_isnil(L, -1);
-  lua_pop(L, 1);
-  if (seen) return;
-  lua_pushlightuserdata(L, (void *)&key);
-  lua_newuserdata(L, 1);
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, sentinel_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  lua_rawset(L, LUA_REGISTRYINDEX);
-  /* relaxed: the count only has to reach zero after the last close. */
-  atomic_fetch_add_explicit(&g_states, 1, memory_order_relaxed);
-}
-
-/* ---- module ------------------------------------------------------------ */
-
-/* _set_nofile(n): raises the soft RLIMIT_NOFILE to n (at most the hard
- * limit); returns the soft and hard limits now in force. */
-static int l_set_nofile(lua_State *L) {
-  lua_Number n = luaL_checknumber(L, 1);
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl))
-    return lt_push_fail(L, lt_net_errtok(errno));
-  rlim_t want = n < 0 ? 0 : (rlim_t)n;
-  if (want > rl.rlim_max) want = rl.rlim_max;
-  if (want > rl.rlim_cur) {
-    rl.rlim_cur = want;
-    if (setrlimit(RLIMIT_NOFILE, &rl))
-      return lt_push_fail(L, lt_net_errtok(errno));
-  }
-  lua_pushnumber(L, (lua_Number)rl.rlim_cur);
-  lua_pushnumber(L, (lua_Number)rl.rlim_max);
-  return 2;
-}
-
-/* _io_available(kind): can this process use the backend ("uring",
- * "epoll"; "auto" answers with the backend auto would pick)? */
-static int l_io_available(lua_State *L) {
-  int kind = ty__io_kind_parse(luaL_optstring(L, 1, "auto"));
-  if (kind < 0)
-    return luaL_error(L, "_io_available: \"uring\", \"epoll\" or \"auto\"");
-  int r = ty__io_available(kind);
-  if (kind == TY_IO_AUTO)
-    lua_pushstring(L, r == TY_IO_URING ? "uring" : "epoll");
-  else lua_pushboolean(L, r);
-  return 1;
-}
-
-void lt_open_net(lua_State *L) {
-  ty__codec_set_hooks(&lt_tcp_hooks);
-  lt_tcp_push(L);
-  lua_setfield(L, -2, "tcp");
-  lua_pushcfunction(L, lt_tls_l_config);
-  lua_setfield(L, -2, "tls");
-  lua_pushcfunction(L, l_set_nofile);
-  lua_setfield(L, -2, "_set_nofile");
-  lua_pushcfunction(L, l_io_available);
-  lua_setfield(L, -2, "_io_available");
-  if (ty_worker_current()) count_state(L);
 }

@@ -1,7 +1,6 @@
 /*
  * lnet.h - what the network bindings share (lnet.c): error tokens,
- * addresses, timeouts, metatables, and the transit table through which
- * connections and listeners travel inside messages.
+ * addresses, timeouts, metatables; and the opener of the net fields.
  */
 #ifndef TY_LNET_H
 #define TY_LNET_H
@@ -36,16 +35,8 @@ void lt_net_nodelay(int fd);
 void lt_net_metatable(lua_State *L, const char *name, const luaL_Reg *methods,
                       lua_CFunction gc, lua_CFunction tostring);
 
-/* The transit table: handles inside encoded messages, keyed by token. A
- * token is taken while encoding; the handle is put under it once the whole
- * encode succeeded, and taken out by the decode on the receiving side. */
-uint64_t lt_transit_token(void);
-void lt_transit_put(uint64_t token, int kind, void *p);
-/* The handle under token, removed from the table; NULL if none. */
-void *lt_transit_take(uint64_t token, int *kind);
-
 /* Adds tcp (and the private _set_nofile, _io_available) to the table on top
- * of L. */
+ * of L (lnet_open.c). */
 void lt_open_net(lua_State *L);
 
 #endif

@@ -274,6 +274,17 @@ int lt_lst_l_shed(lua_State *L);
 extern const ty__codec_hooks lt_tcp_hooks;
 /* Releases a handle whose message was never decoded. */
 void lt_tcp_drop(int kind, void *p);
+/* The transit table: handles inside encoded messages, keyed by token. A
+ * token is taken while encoding; the handle is put under it once the whole
+ * encode succeeded, and taken out by the decode on the receiving side. */
+uint64_t lt_transit_token(void);
+void lt_transit_put(uint64_t token, int kind, void *p);
+/* The handle under token, removed from the table; NULL if none. */
+void *lt_transit_take(uint64_t token, int *kind);
+/* Counts L among the worker states that loaded the net fields (once per
+ * state); when the last of them closes, the handles still in the transit
+ * table are dropped. */
+void lt_transit_count_state(lua_State *L);
 
 /* ---- the module (ltcp.c) ------------------------------------------------ */
 

@@ -2,7 +2,12 @@
  * ltcp_transit.c - connections and listeners inside messages: the codec
  * hooks. A connection moves (it leaves the sender's worker once the encode
  * succeeded, and the receiver's decode adopts it); a listener is shared.
+ * Inside a message a handle travels as a token of the transit table; the
+ * table is emptied when the last worker state that loaded the module
+ * closes, so a handle whose message was never read does not outlive its
+ * runtime.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "ltls.h"
@@ -178,3 +183,101 @@ const ty__codec_hooks lt_tcp_hooks = {.encode = tcp_encode,
                                       .decode = tcp_decode,
                                       .done = tcp_encoded,
                                       .drop = tcp_release};
+
+/* ---- the transit table ------------------------------------------------- */
+
+#define TR_BUCKETS 1024
+
+typedef struct tr_entry {
+  uint64_t token;
+  int kind;
+  void *p;
+  struct tr_entry *next;
+} tr_entry;
+
+static pthread_mutex_t g_tr_mu = PTHREAD_MUTEX_INITIALIZER;
+static tr_entry *g_tr[TR_BUCKETS];
+/* relaxed: only uniqueness matters; the mutex orders the entries. */
+static _Atomic uint64_t g_tr_next = 1;
+
+uint64_t lt_transit_token(void) {
+  return atomic_fetch_add_explicit(&g_tr_next, 1, memory_order_relaxed);
+}
+
+void lt_transit_put(uint64_t token, int kind, void *p) {
+  tr_entry *e = ty__xmalloc(sizeof *e);
+  e->token = token;
+  e->kind = kind;
+  e->p = p;
+  pthread_mutex_lock(&g_tr_mu);
+  e->next = g_tr[token % TR_BUCKETS];
+  g_tr[token % TR_BUCKETS] = e;
+  pthread_mutex_unlock(&g_tr_mu);
+}
+
+void *lt_transit_take(uint64_t token, int *kind) {
+  void *p = NULL;
+  pthread_mutex_lock(&g_tr_mu);
+  for (tr_entry **pp = &g_tr[token % TR_BUCKETS]; *pp; pp = &(*pp)->next) {
+    tr_entry *e = *pp;
+    if (e->token != token) continue;
+    *pp = e->next;
+    *kind = e->kind;
+    p = e->p;
+    free(e);
+    break;
+  }
+  pthread_mutex_unlock(&g_tr_mu);
+  return p;
+}
+
+/* Drops every handle still in transit: its message was never decoded. */
+static void transit_sweep(void) {
+  tr_entry *all = NULL;
+  pthread_mutex_lock(&g_tr_mu);
+  for (int i = 0; i < TR_BUCKETS; i++) {
+    while (g_tr[i]) {
+      tr_entry *e = g_tr[i];
+      g_tr[i] = e->next;
+      e->next = all;
+      all = e;
+    }
+  }
+  pthread_mutex_unlock(&g_tr_mu);
+  while (all) {
+    tr_entry *e = all;
+    all = e->next;
+    lt_tcp_drop(e->kind, e->p);
+    free(e);
+  }
+}
+
+/* Worker states that loaded tycho.core's net fields (lnet_open.c); the
+ * last to close sweeps. */
+static _Atomic int g_states;
+
+static int sentinel_gc(lua_State *L) {
+  (void)L;
+  /* acq_rel: the last closer sees every other state's transit puts. */
+  if (atomic_fetch_sub_explicit(&g_states, 1, memory_order_acq_rel) == 1)
+    transit_sweep();
+  return 0;
+}
+
+void lt_transit_count_state(lua_State *L) {
+  static const char key = 0;
+  lua_pushlightuserdata(L, (void *)&key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  bool seen = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (seen) return;
+  lua_pushlightuserdata(L, (void *)&key);
+  lua_newuserdata(L, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, sentinel_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+  /* relaxed: the count only has to reach zero after the last close. */
+  atomic_fetch_add_explicit(&g_states, 1, memory_order_relaxed);
+}
