@@ -23,24 +23,6 @@
 #include "lhttp_impl.h"
 #include "lua/lobserve.h"
 
-bool lt_http_body_begin(hparser *p) {
-  llhttp_t *ll = &p->ll;
-  double over = p->cfg->stream_over;
-  if (over < 0 || ll->upgrade) return false;
-  bool chunked = (ll->flags & F_CHUNKED) != 0;
-  bool sized = (ll->flags & F_CONTENT_LENGTH) != 0;
-  if (!chunked && !(sized && (double)ll->content_length > over)) return false;
-  p->body_stream = p->body_open = true;
-  /* The request goes out now, as on_message_complete would send it. */
-  p->ready = true;
-  p->t_ready = lt_ticks();
-  p->method = ll->method;
-  p->minor = ll->http_minor;
-  p->upgrade = false;
-  p->keepalive = llhttp_should_keep_alive(ll);
-  return true;
-}
-
 static hparser *check_parser(lua_State *L) {
   return luaL_checkudata(L, 1, PARSER_MT);
 }

@@ -185,6 +185,9 @@ extern const llhttp_settings_t lt_http_settings;
 enum { ADV_NEED, ADV_MSG, ADV_ERR };
 /* Drops what no span refers to any more, then appends data. */
 void lt_http_take(hparser *p, const char *data, size_t len);
+/* At the end of a head: whether its body is streamed (then the request
+ * goes out now; *pause set). The stream itself is lhttp_body.c. */
+bool lt_http_body_begin(hparser *p);
 /* Parses received bytes up to the next complete message: ADV_*. */
 int lt_http_advance(hparser *p);
 /* Seconds the next read may wait (-1: no limit). */
@@ -212,9 +215,6 @@ const char *lt_http_put_response(lua_State *L, hparser *p, int ri, int bi);
 
 /* ---- lhttp_body.c -------------------------------------------------------- */
 
-/* At the end of a head: whether its body is streamed (then the request
- * goes out now; *pause set). */
-bool lt_http_body_begin(hparser *p);
 void lt_open_http_body(lua_State *L);
 
 /* ---- lhttp_file.c -------------------------------------------------------- */

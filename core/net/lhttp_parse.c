@@ -135,6 +135,26 @@ static bool span_is(const hparser *p, span s, const char *lit) {
   return s.len == n && strncasecmp(p->in + s.off, lit, n) == 0;
 }
 
+/* At the end of a head: whether its body is streamed (req:read,
+ * lhttp_body.c); then the request goes out now. */
+bool lt_http_body_begin(hparser *p) {
+  llhttp_t *ll = &p->ll;
+  double over = p->cfg->stream_over;
+  if (over < 0 || ll->upgrade) return false;
+  bool chunked = (ll->flags & F_CHUNKED) != 0;
+  bool sized = (ll->flags & F_CONTENT_LENGTH) != 0;
+  if (!chunked && !(sized && (double)ll->content_length > over)) return false;
+  p->body_stream = p->body_open = true;
+  /* The request goes out now, as on_message_complete would send it. */
+  p->ready = true;
+  p->t_ready = lt_ticks();
+  p->method = ll->method;
+  p->minor = ll->http_minor;
+  p->upgrade = false;
+  p->keepalive = llhttp_should_keep_alive(ll);
+  return true;
+}
+
 static int on_headers_complete(llhttp_t *ll) {
   hparser *p = of(ll);
   p->head_done = true;
