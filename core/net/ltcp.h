@@ -129,8 +129,12 @@ typedef struct conn_ud {
 
 lt_conn *lt_conn_new(int fd, lt_actor *owner);
 /* Closes c (idempotent): waiters wake and hear "closed", ops are cancelled,
- * the owner forgets it. The memory goes with the last reference. */
+ * the owner forgets it. The memory goes with the last reference
+ * (ltcp_close.c). */
 void lt_conn_close(lt_conn *c);
+/* conn:_detach(), conn:_attach() (ltcp_close.c). */
+int lt_conn_l_detach(lua_State *L);
+int lt_conn_l_attach(lua_State *L);
 void lt_conn_unref(lt_conn *c);
 /* Closes the descriptor once closed and no op is busy any more. */
 void lt_conn_try_release(lt_conn *c);
@@ -140,12 +144,19 @@ void lt_conn_metatable(lua_State *L);
 /* The open connection at stack index 1, or NULL (closed or moved); raises
  * when it is not a connection. */
 lt_conn *lt_conn_check(lua_State *L);
-/* The stable token for a read or write error of c (LT_ETLS: the reason). */
+/* The stable token for a read or write error of c (LT_ETLS: the reason;
+ * ltls.c). */
 const char *lt_conn_errtok(const lt_conn *c, int err);
-/* Room for n more received bytes at rb + r1 (the caller adds to r1). */
+/* Bytes received and not read yet. */
+static inline size_t lt_conn_avail(const lt_conn *c) { return c->r1 - c->r0; }
+/* Room for n more received bytes at rb + r1 (the caller adds to r1;
+ * ltcp_buf.c). */
 char *lt_conn_rb_space(lt_conn *c, size_t n);
 /* Arms the recv if the connection should be reading and is not. */
 void lt_conn_want_input(lt_conn *c);
+/* Does a waiting reader need more than the buffer holds? Then the recv
+ * goes on whatever the buffer's size. */
+bool lt_conn_reader_hungry(const lt_conn *c);
 /* Sends what is queued: wb[woff..wlen), then what the TLS session has to
  * send. Does nothing while the send op is busy (its end goes on). */
 void lt_conn_pump(lt_conn *c);

@@ -1,6 +1,8 @@
 /*
  * ltcp_conn.c - a tycho.tcp connection: the C object, reading and the Lua
- * methods; writing is ltcp_write.c (ltcp.h tells the whole story).
+ * methods; the read buffer is ltcp_buf.c, references and re-arming
+ * ltcp_life.c, writing ltcp_write.c, closing ltcp_close.c (ltcp.h tells
+ * the whole story; their floors: scripts/floors/net.txt).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -11,77 +13,9 @@
 #include "lua/lapi.h"
 #include "lua/lstate.h"
 
-void lt_conn_unref(lt_conn *c) {
-  if (--c->refs > 0) return;
-  ty__assert(c->closed && c->fd < 0);
-  lt_tls_free(c->tls);
-  free(c->rb);
-  free(c->wb);
-  free(c->wold);
-  free(c);
-}
-
-/* Closes the descriptor once closed and no op is busy any more. */
-void lt_conn_try_release(lt_conn *c) {
-  if (!c->closed || c->fd < 0) return;
-  if (ty__io_op_busy(&c->rop) || ty__io_op_busy(&c->wop)) return;
-  if (c->io) ty__io_close(c->io, c->fd);
-  else close(c->fd);
-  c->fd = -1;
-}
-
 static void conn_op_done(lt_conn *c) {
   lt_conn_try_release(c);
   lt_conn_unref(c);
-}
-
-/* The detached connections of this thread's worker (conn:_detach), linked
- * through their res: a borrowed state (the caller of tycho.run, lstate.c)
- * outlives its worker, so they are closed when it is given back, while
- * their worker's I/O still exists, instead of when the state closes. */
-static _Thread_local lt_res *t_detached;
-
-static void detached_add(lt_conn *c) {
-  c->detached = true;
-  c->res.prev = NULL;
-  c->res.next = t_detached;
-  if (t_detached) t_detached->prev = &c->res;
-  t_detached = &c->res;
-}
-
-static void detached_remove(lt_conn *c) {
-  if (!c->detached) return;
-  c->detached = false;
-  lt_res *r = &c->res;
-  if (r->prev) r->prev->next = r->next;
-  else if (t_detached == r) t_detached = r->next;
-  if (r->next) r->next->prev = r->prev;
-  r->next = r->prev = NULL;
-}
-
-static void close_detached(void) {
-  while (t_detached) lt_conn_close((lt_conn *)t_detached);
-}
-
-/* Closes c (idempotent): waiters wake and hear "closed", ops are cancelled,
- * the owner forgets it. The memory goes with the last reference. */
-void lt_conn_close(lt_conn *c) {
-  if (c->closed) return;
-  lt_conn_flush_now(c); /* TLS: a close_notify on the way out */
-  c->closed = true;
-  detached_remove(c);
-  if (c->owner) lt_res_remove(c->owner, &c->res);
-  c->owner = NULL;
-  if (c->reader) ty_actor_wake(c->reader);
-  if (c->writer) ty_actor_wake(c->writer);
-  if (c->io) {
-    /* Write-behind bytes queued in the ring go out first: a send the
-     * socket has room for ends inside the submit, before the cancel. */
-    if (ty__io_op_busy(&c->wop) && !c->connecting) ty__io_submit(c->io);
-    ty__io_cancel(c->io, &c->rop);
-    ty__io_cancel(c->io, &c->wop);
-  }
-  lt_conn_try_release(c);
 }
 
 static void conn_res_close(lt_res *r) { lt_conn_close((lt_conn *)r); }
@@ -106,8 +40,6 @@ lt_conn *lt_conn_new(int fd, lt_actor *owner) {
 
 /* ---- connections: reading ---------------------------------------------- */
 
-static size_t avail(const lt_conn *c) { return c->r1 - c->r0; }
-
 /* The first '\n' buffered, or NULL; what was searched is not searched
  * again (`scan`), so a long line costs one pass. */
 static char *find_nl(lt_conn *c) {
@@ -122,60 +54,12 @@ static char *find_nl(lt_conn *c) {
 static bool read_ready(lt_conn *c) {
   if (c->closed || c->rerr) return true;
   switch (c->rmode) {
-  case RM_COUNT: return avail(c) >= c->rwant;
-  case RM_SOME: return avail(c) > 0;
+  case RM_COUNT: return lt_conn_avail(c) >= c->rwant;
+  case RM_SOME: return lt_conn_avail(c) > 0;
   case RM_LINE: return find_nl(c) != NULL;
   default: return false; /* "*a" ends only with the stream */
   }
 }
-
-/* Room for n more bytes at r1: slide the unread bytes down or grow. */
-static void rb_reserve(lt_conn *c, size_t n) {
-  if (c->rb && c->rcap - c->r1 >= n) return;
-  size_t used = avail(c);
-  if (c->r0 && c->rcap - used >= n && used < c->rcap / 2) {
-    memmove(c->rb, c->rb + c->r0, used);
-  } else {
-    size_t cap = c->rcap ? c->rcap : 4096;
-    while (cap - used < n) cap *= 2;
-    char *nb = ty__xmalloc(cap);
-    if (used) memcpy(nb, c->rb + c->r0, used);
-    free(c->rb);
-    c->rb = nb;
-    c->rcap = cap;
-  }
-  c->scan -= c->scan >= c->r0 ? c->r0 : c->scan;
-  c->r1 = used;
-  c->r0 = 0;
-}
-
-char *lt_conn_rb_space(lt_conn *c, size_t n) {
-  rb_reserve(c, n);
-  return c->rb + c->r1;
-}
-
-/* Does a waiting reader need more than the buffer holds? Then keep the
- * recv going whatever the buffer's size. */
-static bool reader_hungry(const lt_conn *c) {
-  if (!c->reader) return false;
-  if (c->rmode == RM_COUNT) return avail(c) < c->rwant;
-  return c->rmode != RM_SOME || avail(c) == 0;
-}
-
-static bool want_recv(const lt_conn *c) {
-  return !c->closed && !c->rerr && !c->moving && c->io &&
-         (avail(c) < READ_HIGH || reader_hungry(c));
-}
-
-/* Arms the recv if the connection should be reading and is not. */
-static void ensure_recv(lt_conn *c) {
-  if (ty__io_op_busy(&c->rop) || !want_recv(c)) return;
-  int err = ty__io_recv(c->io, &c->rop, c->fd);
-  if (err) c->rerr = err;
-  else c->refs++;
-}
-
-void lt_conn_want_input(lt_conn *c) { ensure_recv(c); }
 
 static void on_recv(ty__io_op *op, int res, const char *data) {
   lt_conn *c = op->ud;
@@ -184,8 +68,7 @@ static void on_recv(ty__io_op *op, int res, const char *data) {
     if (c->tls) {
       lt_tls_input(c, data, (size_t)res);
     } else {
-      rb_reserve(c, (size_t)res);
-      memcpy(c->rb + c->r1, data, (size_t)res);
+      memcpy(lt_conn_rb_space(c, (size_t)res), data, (size_t)res);
       c->r1 += (size_t)res;
     }
   } else if (res == 0) {
@@ -199,10 +82,12 @@ static void on_recv(ty__io_op *op, int res, const char *data) {
     ty_actor_wake(c->writer);
   if (!final) {
     /* Nobody asked for this much yet: let the peer wait. */
-    if (avail(c) >= READ_HIGH && !reader_hungry(c)) ty__io_cancel(c->io, op);
+    if (lt_conn_avail(c) >= READ_HIGH && !lt_conn_reader_hungry(c))
+      ty__io_cancel(c->io, op);
     return;
   }
-  if (res == -ECANCELED) ensure_recv(c); /* paused, but wanted again since */
+  if (res == -ECANCELED)
+    lt_conn_want_input(c); /* paused, but wanted again since */
   conn_op_done(c);
 }
 
@@ -220,13 +105,8 @@ static int read_fail(lua_State *L, lt_conn *c, const char *token) {
   lua_pushstring(L, token);
   if (c->rmode == RM_SOME) return 2;
   if (c->closed) lua_pushliteral(L, "");
-  else take(L, c, avail(c), 0);
+  else take(L, c, lt_conn_avail(c), 0);
   return 3;
-}
-
-const char *lt_conn_errtok(const lt_conn *c, int err) {
-  if (err == LT_ETLS) return lt_tls_reason(c);
-  return lt_net_errtok(err);
 }
 
 static const char *rerr_token(const lt_conn *c) {
@@ -238,12 +118,12 @@ static const char *rerr_token(const lt_conn *c) {
  * returns their count, or returns -1 (more bytes needed). */
 static int read_now(lua_State *L, lt_conn *c, int mode, size_t want) {
   if (c->closed) return read_fail(L, c, "closed");
-  if (mode == RM_COUNT && avail(c) >= want) {
+  if (mode == RM_COUNT && lt_conn_avail(c) >= want) {
     take(L, c, want, 0);
     return 1;
   }
-  if (mode == RM_SOME && avail(c)) {
-    take(L, c, avail(c) < want ? avail(c) : want, 0);
+  if (mode == RM_SOME && lt_conn_avail(c)) {
+    take(L, c, lt_conn_avail(c) < want ? lt_conn_avail(c) : want, 0);
     return 1;
   }
   if (mode == RM_LINE) {
@@ -256,7 +136,7 @@ static int read_now(lua_State *L, lt_conn *c, int mode, size_t want) {
     }
   }
   if (mode == RM_ALL && c->rerr == LT_EOF) {
-    take(L, c, avail(c), 0);
+    take(L, c, lt_conn_avail(c), 0);
     return 1;
   }
   if (c->rerr) return read_fail(L, c, rerr_token(c));
@@ -265,7 +145,7 @@ static int read_now(lua_State *L, lt_conn *c, int mode, size_t want) {
 
 /* After a read took bytes: the recv may resume (it pauses when full). */
 static int read_done(lt_conn *c, int n) {
-  ensure_recv(c);
+  lt_conn_want_input(c);
   return n;
 }
 
@@ -303,13 +183,6 @@ static conn_ud *check_conn_ud(lua_State *L) {
   return luaL_checkudata(L, 1, LT_CONN_MT);
 }
 
-/* The open connection at 1, or NULL (closed or moved). */
-lt_conn *lt_conn_check(lua_State *L) {
-  conn_ud *u = check_conn_ud(L);
-  if (u->c && u->c->closed) return NULL;
-  return u->c;
-}
-
 static int parse_pattern(lua_State *L, int idx, size_t *want) {
   if (lua_isnoneornil(L, idx)) return RM_LINE;
   if (lua_type(L, idx) == LUA_TNUMBER) {
@@ -345,11 +218,11 @@ static int l_read(lua_State *L) {
   int n = read_now(L, c, mode, want);
   if (n >= 0) return read_done(c, n);
   if (tmo == 0) { /* a poll: nothing yet, but start receiving */
-    ensure_recv(c);
+    lt_conn_want_input(c);
     return read_fail(L, c, "timeout");
   }
   c->reader = a; /* first: a hungry reader keeps the recv going */
-  ensure_recv(c);
+  lt_conn_want_input(c);
   if (c->rerr) { /* the recv could not be armed: answer now */
     c->reader = NULL;
     return read_now(L, c, mode, want);
@@ -376,11 +249,11 @@ static int l_read_some(lua_State *L) {
   int n = read_now(L, c, RM_SOME, c->rwant);
   if (n >= 0) return read_done(c, n);
   if (tmo == 0) {
-    ensure_recv(c);
+    lt_conn_want_input(c);
     return lt_push_fail(L, "timeout");
   }
   c->reader = a;
-  ensure_recv(c);
+  lt_conn_want_input(c);
   if (c->rerr) {
     c->reader = NULL;
     return read_now(L, c, RM_SOME, c->rwant);
@@ -454,38 +327,6 @@ static int l_conn_tostring(lua_State *L) {
   return 1;
 }
 
-/* conn:_detach(): the connection leaves its owner (it is parked in a
- * worker's pool of idle connections: the HTTP client's, a cosocket's
- * setkeepalive) and lives on until closed or collected, whichever actor
- * ends. conn:_attach(): the running actor owns it again. Both on the
- * connection's worker, with nobody reading or writing it. */
-static int l_detach(lua_State *L) {
-  lt_conn *c = lt_conn_check(L);
-  if (!c) return lt_push_fail(L, "closed");
-  if (c->reader || c->writer) return lt_push_fail(L, "busy");
-  if (c->owner) lt_res_remove(c->owner, &c->res);
-  c->owner = NULL;
-  if (!c->detached) detached_add(c);
-  lt_on_give_back(close_detached);
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
-static int l_attach(lua_State *L) {
-  lt_conn *c = lt_conn_check(L);
-  if (!c) return lt_push_fail(L, "closed");
-  ty_actor *a = lt_net_actor(L, "tcp _attach");
-  if (c->w != ty_worker_current())
-    return luaL_error(L, "tcp _attach: the connection lives on another "
-                         "worker");
-  detached_remove(c);
-  if (c->owner) lt_res_remove(c->owner, &c->res);
-  c->owner = a->user;
-  lt_res_add(c->owner, &c->res);
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
 lt_conn *lt_conn_test(lua_State *L, int idx) {
   conn_ud *u = luaL_testudata(L, idx, LT_CONN_MT);
   return u && u->c && !u->c->closed ? u->c : NULL;
@@ -494,7 +335,8 @@ lt_conn *lt_conn_test(lua_State *L, int idx) {
 void lt_conn_unread(lt_conn *c, const char *data, size_t n) {
   if (!n) return;
   if (c->r0 < n) { /* room in front: a new buffer */
-    size_t used = avail(c), cap = c->rcap > n + used ? c->rcap : n + used;
+    size_t used = lt_conn_avail(c),
+           cap = c->rcap > n + used ? c->rcap : n + used;
     char *nb = ty__xmalloc(cap);
     if (used) memcpy(nb + n, c->rb + c->r0, used);
     free(c->rb);
@@ -518,8 +360,8 @@ static const luaL_Reg conn_methods[] = {{"read", l_read},
                                         {"getsockname", l_getsockname},
                                         {"starttls", lt_tls_l_starttls},
                                         {"tlsinfo", lt_tls_l_info},
-                                        {"_detach", l_detach},
-                                        {"_attach", l_attach},
+                                        {"_detach", lt_conn_l_detach},
+                                        {"_attach", lt_conn_l_attach},
                                         {NULL, NULL}};
 
 void lt_conn_metatable(lua_State *L) {

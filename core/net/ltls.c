@@ -439,3 +439,9 @@ int lt_tls_wait_result(lua_State *co, lt_conn *c, bool timed_out) {
   lua_pushstring(co, tok);
   return 2;
 }
+
+/* (Declared with the connection, ltcp.h: the token of any error of c.) */
+const char *lt_conn_errtok(const lt_conn *c, int err) {
+  if (err == LT_ETLS) return lt_tls_reason(c);
+  return lt_net_errtok(err);
+}
