@@ -15,7 +15,7 @@
  * wait: the timeout covers both). */
 static void connected_tls(lt_conn *c) {
   lt_net_nodelay(c->fd);
-  lt_tls_begin(c);
+  if (lt_tls_begin(c)) lt_conn_pump(c);
   lt_conn_want_input(c);
 }
 

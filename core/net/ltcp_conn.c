@@ -66,7 +66,7 @@ static void on_recv(ty__io_op *op, int res, const char *data) {
   bool final = !ty__io_op_busy(op);
   if (res > 0 && !c->closed) {
     if (c->tls) {
-      lt_tls_input(c, data, (size_t)res);
+      if (lt_tls_input(c, data, (size_t)res)) lt_conn_pump(c);
     } else {
       memcpy(lt_conn_rb_space(c, (size_t)res), data, (size_t)res);
       c->r1 += (size_t)res;

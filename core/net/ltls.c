@@ -359,26 +359,26 @@ static void open_records(lt_conn *c) {
   }
 }
 
-void lt_tls_begin(lt_conn *c) {
+bool lt_tls_begin(lt_conn *c) {
   lt_tls *t = c->tls;
-  if (t->begun) return;
+  if (t->begun) return false;
   t->begun = true;
   handshake(c);
-  lt_conn_pump(c);
+  return true;
 }
 
-void lt_tls_input(lt_conn *c, const char *data, size_t n) {
+bool lt_tls_input(lt_conn *c, const char *data, size_t n) {
   lt_tls *t = c->tls;
-  if (t->failed) return;
+  if (t->failed) return false;
   if (n && BIO_write(t->rbio, data, (int)n) != (int)n) {
     snprintf(t->reason, sizeof t->reason, "tls: out of memory");
     t->failed = true;
     c->rerr = c->werr = LT_ETLS;
     hs_ended(c);
-    return;
+    return false;
   }
   if (t->begun && handshake(c)) open_records(c);
-  lt_conn_pump(c); /* handshake flights, alerts, key updates */
+  return true; /* handshake flights, alerts, key updates to send */
 }
 
 int lt_tls_seal(lt_conn *c, const char *data, size_t n) {

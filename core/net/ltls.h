@@ -65,10 +65,13 @@ int lt_tls_attach_client(lt_conn *c, const lt_tls_client *cfg, char *err,
 /* Gives an accepted c a server session of ctx; it starts when the client's
  * first bytes arrive. */
 int lt_tls_attach_server(lt_conn *c, SSL_CTX *ctx);
-/* A client sends its first flight. */
-void lt_tls_begin(lt_conn *c);
-/* Ciphertext arrived: on with the handshake, then plaintext into rb. */
-void lt_tls_input(lt_conn *c, const char *data, size_t n);
+/* A client sends its first flight. True when it has begun now: the caller
+ * then sends what the session produced (lt_conn_pump; the session sits
+ * below the send path and never calls it, scripts/floors/net.txt). */
+bool lt_tls_begin(lt_conn *c);
+/* Ciphertext arrived: on with the handshake, then plaintext into rb. True
+ * when the caller is to send what the session produced (lt_conn_pump). */
+bool lt_tls_input(lt_conn *c, const char *data, size_t n);
 /* Seals plaintext for sending (kept until the handshake ends if it has not
  * yet). 0, or LT_ETLS. */
 int lt_tls_seal(lt_conn *c, const char *data, size_t n);

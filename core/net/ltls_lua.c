@@ -251,8 +251,8 @@ int lt_tls_l_starttls(lua_State *L) {
     memcpy(early, c->rb + c->r0, n);
     c->r0 = c->r1 = c->scan = 0;
   }
-  lt_tls_begin(c);
-  if (n) lt_tls_input(c, early, n);
+  if (lt_tls_begin(c)) lt_conn_pump(c);
+  if (n && lt_tls_input(c, early, n)) lt_conn_pump(c);
   free(early);
   lt_conn_want_input(c);
   r = lt_tls_wait_result(L, c, false);
