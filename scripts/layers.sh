@@ -179,8 +179,14 @@ if ((objs < srcs)); then
   fi
 else
   calls_ran=1
-  stale=$(find "$CORE" -path "$CORE/test" -prune -o -name '*.[ch]' -newer "$BUILD/lib/tycho/core.so" -print 2>/dev/null | head -1)
-  [[ -n $stale ]] && echo "layers: calls: note: $stale is newer than the objects (make lib for a true answer)" >&2
+  for o in "$BUILD"/core/*/*.o; do
+    src=$CORE/${o#"$BUILD"/core/}
+    src=${src%.o}.c
+    if [[ $src -nt $o ]]; then
+      echo "layers: calls: note: $src is newer than its object (make lib for a true answer)" >&2
+      break
+    fi
+  done
   out=$(calls_table | awk -v core="$CORE" '
     $1 == "F" { dir = $2; drank = $3; file = $4; frank = $5; fname = $6
                 key = dir "/" file; DR[key] = drank; FR[key] = frank
