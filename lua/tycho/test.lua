@@ -7,10 +7,10 @@
 --   tycho.test.http{method=, url=, headers=, body=, timeout=}
 --       -> {status = 200, headers = {["content-type"] = ...}, body = "..."}
 --        | nil, err ("timeout", "closed", "refused", "badurl", ...)
---       one HTTP/1.1 request: url is "http://host[:port][/path[?query]]";
---       method "GET" by default; header names of the response are lower
---       case; the connection is closed afterwards. timeout (5 s) bounds
---       the whole request.
+--       one request through tycho.http.request (lua/tycho/http_client.lua,
+--       README "HTTP client"), with its options and defaults: method "GET",
+--       header names of the response in lower case, timeout bounding the
+--       whole request (60 s).
 --   local c = tycho.test.clock()   c:advance(seconds)   c:now()
 --       switches the runtime to virtual time (until tycho.run returns):
 --       timers (send_after, interval, sleep, recv and call timeouts) see a
@@ -73,100 +73,11 @@ function T.clock()
   return setmetatable({}, Clock)
 end
 
--- ---- the HTTP client ----------------------------------------------------------
-
-local function parse_url(url)
-  local host, port, path = url:match("^http://([^/:?]+):?(%d*)([^#]*)")
-  if not host then return nil end
-  if path == "" then path = "/" elseif path:sub(1, 1) == "?" then path = "/" .. path end
-  return host, tonumber(port) or 80, path
-end
-
--- What is left of the whole request's time, or nil when it is up.
-local function left(deadline)
-  local l = deadline - tycho.now()
-  return l > 0 and l or nil
-end
-
-local function read_chunked(c, deadline)
-  local parts = {}
-  while true do
-    local line, err = c:read("*l", left(deadline) or 0)
-    if not line then return nil, err end
-    local size = tonumber(line:match("^%x+"), 16)
-    if not size then return nil, "bad chunk" end
-    if size == 0 then
-      repeat line, err = c:read("*l", left(deadline) or 0) until not line or line == ""
-      if not line then return nil, err end
-      return table.concat(parts)
-    end
-    local data, derr = c:read(size + 2, left(deadline) or 0)
-    if not data then return nil, derr end
-    parts[#parts + 1] = data:sub(1, size)
-  end
-end
-
-local function read_response(c, method, deadline)
-  local line, err = c:read("*l", left(deadline) or 0)
-  if not line then return nil, err end
-  local status = tonumber(line:match("^HTTP/1%.%d (%d%d%d)"))
-  if not status then return nil, "bad status line" end
-  local headers = {}
-  while true do
-    line, err = c:read("*l", left(deadline) or 0)
-    if not line then return nil, err end
-    if line == "" then break end
-    local k, v = line:match("^([^:]+):%s*(.-)%s*$")
-    if k then
-      k = k:lower()
-      headers[k] = headers[k] and headers[k] .. ", " .. v or v
-    end
-  end
-  local body = ""
-  local no_body = method == "HEAD" or status == 204 or status == 304 or status < 200
-  if not no_body then
-    local te, cl = headers["transfer-encoding"], tonumber(headers["content-length"])
-    if te and te:lower():find("chunked", 1, true) then
-      body, err = read_chunked(c, deadline)
-    elseif cl then
-      body, err = cl > 0 and c:read(cl, left(deadline) or 0) or "", nil
-    else
-      body, err = c:read("*a", left(deadline) or 0)
-    end
-    if not body then return nil, err end
-  end
-  return { status = status, headers = headers, body = body }
-end
-
 function T.http(req)
   if type(req) ~= "table" or type(req.url) ~= "string" then
     error("tycho.test.http: expected {method=, url=, headers=, body=, timeout=}", 2)
   end
-  local http = tycho.http
-  if rawget(http, "request") then return http.request(req) end -- the real client
-  local host, port, path = parse_url(req.url)
-  if not host then return nil, "badurl" end
-  local method, body = (req.method or "GET"):upper(), req.body or ""
-  local deadline = tycho.now() + (req.timeout or 5)
-  local c, err = tycho.tcp.connect(host, port, req.timeout or 5)
-  if not c then return nil, err end
-  local lines = { ("%s %s HTTP/1.1"):format(method, path) }
-  local given = {}
-  for k, v in pairs(req.headers or {}) do
-    given[k:lower()] = true
-    lines[#lines + 1] = k .. ": " .. tostring(v)
-  end
-  if not given.host then lines[#lines + 1] = "Host: " .. host .. ":" .. port end
-  if not given["content-length"] and (#body > 0 or method == "POST" or method == "PUT") then
-    lines[#lines + 1] = "Content-Length: " .. #body
-  end
-  lines[#lines + 1] = "Connection: close"
-  local ok, werr = c:write(table.concat(lines, "\r\n") .. "\r\n\r\n" .. body)
-  local res, rerr
-  if ok then res, rerr = read_response(c, method, deadline) end
-  c:close()
-  if not ok then return nil, werr end
-  return res, rerr
+  return tycho.http.request(req)
 end
 
 return T
