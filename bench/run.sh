@@ -25,7 +25,7 @@
 #   PEER_VARIANTS="spawn_msg pingpong_oneshot"  peer variants added when BENCH
 #                       is empty (the ones shaped like tycho's Lua workloads)
 #   SHARED=../shared    where peers/<name>/run.sh live (default: the shared/
-#                       beside this checkout, else /work/shared)
+#                       folder beside this checkout; not part of it)
 #   BUILD=build         where cbench and bin/tycho are
 #   TABLE_FROM=file     only print the table of a saved output of this script
 set -u
@@ -49,7 +49,8 @@ C_WORKLOADS="spawn pingpong ring skew timers"           # build/cbench
 LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w>.lua
 # tycho.server (bench/lua/<w>.lua): bytes per idle server; call round trips
 # against a recv/reply loop. Ours only: the peers have no gen_server
-# workload (/work/shared/peers/erlang/bench.erl), so they are not asked;
+# workload (their Erlang suite, peers/erlang/bench.erl under SHARED), so
+# they are not asked;
 # PEERS=1 runs our own Erlang counterpart (bench/erlang/gen_server.sh).
 SERVER_LUA_WORKLOADS="memory_server server_call"
 # Ours only too: the ping-pong rate while 100 actors keep the blocking pool
@@ -274,7 +275,7 @@ run_cluster() {
 # stays untouched; the copy keeps its build products between runs).
 find_shared() {
     local d
-    for d in "${SHARED:-}" "$ROOT/../shared" /work/shared; do
+    for d in "${SHARED:-}" "$ROOT/../shared"; do
         [ -n "$d" ] && [ -d "$d/peers" ] && { echo "$d"; return; }
     done
 }

@@ -1,4 +1,4 @@
--- bare_coroutines: the floor for pingpong and ring (issue 14): two plain
+-- bare_coroutines: the floor for pingpong and ring: two plain
 -- LuaJIT coroutines resuming each other, no runtime at all. One hop is one
 -- resume or yield handing a number over. Run: luajit bench/lua/bare_coroutines.lua
 local HOPS = 10000000

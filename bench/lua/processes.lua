@@ -1,6 +1,6 @@
 -- processes: tycho.processes() over 100,000 live actors (each waiting in
 -- recv, one with a flooded mailbox); milliseconds per call, median of 7
--- (issue 11: under 50 ms). Each worker snapshots its own actors at its next
+-- (the aim: under 50 ms). Each worker snapshots its own actors at its next
 -- turn; the caller turns the snapshots into tables.
 -- Run: build/bin/tycho --workers 2 bench/lua/processes.lua
 local tycho = require "tycho"
