@@ -161,7 +161,7 @@ describe("tycho.spawn", function()
     local first, second, other = tycho.run(function()
       -- luacheck: globals LOADS
       local function body(parent)
-        -- Globals are per worker state (see docs/api-notes.md).
+        -- Globals are per worker state (see docs/behaviour.md).
         local f = debug.getinfo(1, "f").func
         LOADS = LOADS or setmetatable({}, { __mode = "k" })
         LOADS[f] = (LOADS[f] or 0) + 1
