@@ -218,7 +218,8 @@ chaos:
 FUZZ_TARGETS  = codec
 FUZZ_TARGETS += http_request
 FUZZ_TARGETS += websocket_frame
-FUZZ_S       ?= 30
+FUZZ_TARGETS += http_response
+FUZZ_S       ?= 22
 FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=all -fno-omit-frame-pointer
 

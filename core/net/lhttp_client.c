@@ -15,7 +15,7 @@
  * Unlike the server's parser, this one copies each piece of the head as it
  * comes (the bytes are a Lua string that lives only during the call), so
  * it keeps no received buffer; lt_hresp_* is plain C, for the fuzz target
- * (scripts/fuzz_http_response.c).
+ * (fuzz/http_response.c).
  */
 #include <string.h>
 

@@ -1,22 +1,15 @@
 /*
- * fuzz_http_response.c - libFuzzer target for the HTTP client's response
- * parser (core/net/lhttp_client.c, lt_hresp_*): arbitrary bytes, cut into
- * pieces the way reads would cut them, then end of file. Besides not
- * crashing (ASan, UBSan), the parser must keep its promises: a response it
- * calls done has a status of 3 digits, headers that lie inside the copied
- * head, a body within max_body, a head within max_head, and "extra" bytes
- * that were really left over; an error sticks.
+ * http_response.c - libFuzzer target for the HTTP client's response parser
+ * (core/net/lhttp_client.c, lt_hresp_*): arbitrary bytes, cut into pieces
+ * the way reads would cut them, then end of file. Besides not crashing
+ * (ASan, UBSan), the parser must keep its promises: a response it calls
+ * done has a status of 3 digits, headers that lie inside the copied head,
+ * a body within max_body, a head within max_head, and "extra" bytes that
+ * were really left over; an error sticks.
  *
- * Input: byte 0 picks the request kind (bit 0: HEAD) and the limits (bits
- * 1-2), byte 1 the piece size (1..256); the rest is the stream.
- *
- *   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
- *     -I/usr/include/luajit-2.1 -I/usr/share/include/llhttp -Icore \
- *     core/net/lhttp_client.c /usr/share/llhttp/api.c /usr/share/llhttp/http.c \
- *     /usr/share/llhttp/llhttp.c scripts/fuzz_http_response.c \
- *     -lluajit-5.1 -lm -o build/fuzz-http-response
- *   mkdir -p build/fuzz-http-corpus && build/fuzz-http-response \
- *     -max_total_time=60 build/fuzz-http-corpus
+ * Input: byte 0 picks the request kind (bit 0: HEAD), the body limit (bits
+ * 1-2) and the head limit (bits 3-4), byte 1 the piece size (1..256); the
+ * rest is the stream. Built and run by `make fuzz` (fuzz/README.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +20,7 @@
 #define REQUIRE(cond)                                                          \
   do {                                                                         \
     if (!(cond)) {                                                             \
-      fprintf(stderr, "fuzz_http_response: %s failed (line %d)\n", #cond,      \
+      fprintf(stderr, "http_response: %s failed (line %d)\n", #cond,           \
               __LINE__);                                                       \
       abort();                                                                 \
     }                                                                          \
