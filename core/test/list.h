@@ -47,6 +47,7 @@
   X(port_leftovers, 30)                                                        \
   X(rt_mailbox_limit_stress, 300)                                              \
   X(rt_awaited_reply, 30)                                                      \
+  X(list_ops, 10)                                                              \
   TY_TEST_LIST_IO(X)                                                           \
   TY_TEST_LIST_POOL(X)
 
