@@ -4,6 +4,7 @@
  * side (a TLS close_notify goes out on the way), below the reading side
  * and starttls (scripts/floors/net.txt).
  */
+#include "base/list.h"
 #include "ltls.h"
 #include "lua/lapi.h"
 #include "lua/lstate.h"
@@ -16,19 +17,14 @@ static _Thread_local lt_res *t_detached;
 
 static void detached_add(lt_conn *c) {
   c->detached = true;
-  c->res.prev = NULL;
-  c->res.next = t_detached;
-  if (t_detached) t_detached->prev = &c->res;
-  t_detached = &c->res;
+  TY_LIST_PUSH(&t_detached, &c->res, next, prev);
 }
 
 static void detached_remove(lt_conn *c) {
   if (!c->detached) return;
   c->detached = false;
   lt_res *r = &c->res;
-  if (r->prev) r->prev->next = r->next;
-  else if (t_detached == r) t_detached = r->next;
-  if (r->next) r->next->prev = r->prev;
+  TY_LIST_UNLINK(&t_detached, r, next, prev);
   r->next = r->prev = NULL;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/list.h"
 #include "base/log.h"
 #include "ltls.h"
 #include "lua/lapi.h"
@@ -36,9 +37,7 @@ static void q_drain(lt_listener *l) {
 /* No op is busy and nobody waits (each holds a reference): any thread. */
 static void lst_destroy(lt_listener *l) {
   pthread_mutex_lock(&g_lst_mu);
-  if (l->gprev) l->gprev->gnext = l->gnext;
-  else if (g_lst == l) g_lst = l->gnext;
-  if (l->gnext) l->gnext->gprev = l->gprev;
+  TY_LIST_UNLINK(&g_lst, l, gnext, gprev);
   pthread_mutex_unlock(&g_lst_mu);
   q_drain(l);
   free(l->q);
@@ -99,38 +98,26 @@ static int q_take(lt_listener *l, unsigned k) {
 }
 
 static void waiter_link(lt_listener *l, lt_waiter *w) {
-  w->next = NULL;
-  w->prev = l->wt;
-  if (l->wt) l->wt->next = w;
-  else l->wh = w;
-  l->wt = w;
+  TY_LIST_APPEND(&l->wh, &l->wt, w, next, prev);
   w->listed = true;
 }
 
 static void waiter_unlink(lt_listener *l, lt_waiter *w) {
   if (!w->listed) return;
-  if (w->prev) w->prev->next = w->next;
-  else l->wh = w->next;
-  if (w->next) w->next->prev = w->prev;
-  else l->wt = w->prev;
+  TY_LIST_UNLINK_TAIL(&l->wh, &l->wt, w, next, prev);
   w->listed = false;
 }
 
 /* Handed a connection, until its actor takes it (a stuck worker's never
  * will: lst_on_stuck hands it on). Under mu. */
 static void handed_link(lt_listener *l, lt_waiter *w) {
-  w->hprev = NULL;
-  w->hnext = l->handed;
-  if (l->handed) l->handed->hprev = w;
-  l->handed = w;
+  TY_LIST_PUSH(&l->handed, w, hnext, hprev);
   w->handed = true;
 }
 
 static void handed_unlink(lt_listener *l, lt_waiter *w) {
   if (!w->handed) return;
-  if (w->hprev) w->hprev->hnext = w->hnext;
-  else l->handed = w->hnext;
-  if (w->hnext) w->hnext->hprev = w->hprev;
+  TY_LIST_UNLINK(&l->handed, w, hnext, hprev);
   w->handed = false;
 }
 

@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <stdlib.h>
 
+#include "base/list.h"
 #include "lua/lapi.h"
 #include "lua/lpgstat.h"
 #include "lwait.h"
@@ -53,9 +54,7 @@ static void fdw_unref(lt_fdw *f) {
 static void on_poll(ty__io_op *op, int res, const char *data) {
   (void)data;
   lt_fdw *f = op->ud;
-  if (f->prev) f->prev->next = f->next;
-  else tls_busy = f->next;
-  if (f->next) f->next->prev = f->prev;
+  TY_LIST_UNLINK(&tls_busy, f, next, prev);
   f->res = res;
   f->done = true;
   if (f->waiter) ty_actor_wake(f->waiter);
