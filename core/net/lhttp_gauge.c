@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/list.h"
 #include "lhttp_impl.h"
 #include "ltcp.h"
 #include "lua/lapi.h"
@@ -244,19 +245,11 @@ int lt_http_gauge_free(lua_State *L) {
 /* ---- reclaiming slots -------------------------------------------------------------- */
 
 /* Only the acceptor's worker touches its cfg and parsers: no lock. */
-void lt_http_list(hparser *p) {
-  hcfg *cfg = p->cfg;
-  p->prev = NULL;
-  p->next = cfg->conns;
-  if (cfg->conns) cfg->conns->prev = p;
-  cfg->conns = p;
-}
+void lt_http_list(hparser *p) { TY_LIST_PUSH(&p->cfg->conns, p, next, prev); }
 
 void lt_http_unlist(hparser *p) {
   if (!p->conn) return;
-  if (p->prev) p->prev->next = p->next;
-  else if (p->cfg->conns == p) p->cfg->conns = p->next;
-  if (p->next) p->next->prev = p->prev;
+  TY_LIST_UNLINK(&p->cfg->conns, p, next, prev);
   p->prev = p->next = NULL;
   p->conn = NULL;
 }
