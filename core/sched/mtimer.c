@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/list.h"
 #include "worker.h"
 
 #define SLOT_MASK ((1u << TY__TSLOT_BITS) - 1)
@@ -87,9 +88,7 @@ static void arm(ty_worker *w, ty__mtimer *t) {
 static ty_msg *unlink_timer(ty_worker *w, ty__mtimer *t) {
   ty__wheel_cancel(&w->wheel, &t->t);
   ty_actor *a = t->owner;
-  if (t->prev) t->prev->next = t->next;
-  else a->timers = t->next;
-  if (t->next) t->next->prev = t->prev;
+  TY_LIST_UNLINK(&a->timers, t, next, prev);
   slot_release(w, t);
   ty_msg *m = t->msg;
   ty__free(t, sizeof *t);
@@ -114,9 +113,7 @@ int64_t ty_timer_send(ty_actor *owner, ty_msg *m, uint64_t first_ns,
   if (period_ns > (uint64_t)1 << 60) period_ns = (uint64_t)1 << 60;
   t->base_ns = ty_runtime_now_ns(w->rt) + first_ns;
   t->period_ns = period_ns;
-  t->next = owner->timers;
-  if (owner->timers) owner->timers->prev = t;
-  owner->timers = t;
+  TY_LIST_PUSH(&owner->timers, t, next, prev);
   arm(w, t);
   return (int64_t)t->id;
 }
