@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/list.h"
 #include "pool.h"
 
 typedef struct pool_thread {
@@ -132,17 +133,12 @@ static ty_pool_job *queue_pop(ty_pool *p) {
 }
 
 static void idle_push(ty_pool *p, pool_thread *t) {
-  t->prev = NULL;
-  t->next = p->idle;
-  if (p->idle) p->idle->prev = t;
-  p->idle = t;
+  TY_LIST_PUSH(&p->idle, t, next, prev);
   p->nidle++;
 }
 
 static void idle_remove(ty_pool *p, pool_thread *t) {
-  if (t->prev) t->prev->next = t->next;
-  else p->idle = t->next;
-  if (t->next) t->next->prev = t->prev;
+  TY_LIST_UNLINK(&p->idle, t, next, prev);
   t->next = t->prev = NULL;
   p->nidle--;
 }
@@ -190,9 +186,7 @@ static void join_chain(pool_thread *z) {
 static void pool_destroy(ty_pool *p);
 
 static void alive_remove(ty_pool *p, pool_thread *t) {
-  if (t->aprev) t->aprev->anext = t->anext;
-  else p->alive = t->anext;
-  if (t->anext) t->anext->aprev = t->aprev;
+  TY_LIST_UNLINK(&p->alive, t, anext, aprev);
 }
 
 static void retire(ty_pool *p, pool_thread *t) {
@@ -269,9 +263,7 @@ static int spawn_locked(ty_pool *p, ty_pool_job *j) {
     return -rc;
   }
   p->nthreads++;
-  t->anext = p->alive;
-  if (p->alive) p->alive->aprev = t;
-  p->alive = t;
+  TY_LIST_PUSH(&p->alive, t, anext, aprev);
   return 0;
 }
 
