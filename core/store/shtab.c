@@ -20,6 +20,7 @@
 #include <sys/random.h>
 
 #include "base/common.h"
+#include "base/list.h"
 #include "shtab.h"
 #include "shtab_store.h"
 
@@ -134,19 +135,13 @@ static void publish_oldest(shard *s) {
 }
 
 static void lru_unlink(shard *s, ent *e) {
-  if (e->prev) e->prev->next = e->next;
-  else s->head = e->next;
-  if (e->next) e->next->prev = e->prev;
-  else s->tail = e->prev;
+  TY_LIST_UNLINK_TAIL(&s->head, &s->tail, e, next, prev);
 }
 
 static void lru_push(shard *s, ent *e, uint64_t lru) {
   e->stamp = lru > s->last ? lru : s->last + 1;
   s->last = e->stamp;
-  e->prev = NULL;
-  e->next = s->head;
-  if (s->head) s->head->prev = e;
-  s->head = e;
+  TY_LIST_PUSH(&s->head, e, next, prev);
   if (!s->tail) s->tail = e;
 }
 
@@ -165,7 +160,7 @@ static void touch(shard *s, ent *e, uint64_t lru) {
 static int grow(shard *s) {
   size_t nb = s->nb ? s->nb * 2 : MIN_BUCKETS;
   ent **b = calloc(nb, sizeof *b);
-  if (!b) return -1;
+  if (!b) return -ENOMEM;
   for (size_t i = 0; i < s->nb; i++) {
     for (ent *e = s->buckets[i], *nx; e; e = nx) {
       nx = e->hnext;
