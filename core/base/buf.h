@@ -16,10 +16,10 @@ void ty__buf_init(ty__buf *b);
 void ty__buf_free(ty__buf *b);
 /* Empties b but keeps its memory for the next use. */
 void ty__buf_reset(ty__buf *b);
-/* Makes room for `need` more bytes: 0, or -1 when memory runs out (b is
- * unchanged then; the caller reports it). */
+/* Makes room for `need` more bytes: 0, or -ENOMEM when memory runs out (b
+ * is unchanged then; the caller reports it). */
 int ty__buf_reserve(ty__buf *b, size_t need);
-/* Appends n bytes: 0 or -1 as ty__buf_reserve. */
+/* Appends n bytes: 0 or -ENOMEM as ty__buf_reserve. */
 int ty__buf_append(ty__buf *b, const void *p, size_t n);
 
 #endif

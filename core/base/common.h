@@ -2,7 +2,11 @@
  * common.h - small helpers shared by every file of the core.
  *
  * Conventions (libuv-like): public names start with ty_, internal ones with
- * ty__; functions that can fail return 0 or a negative errno-style code.
+ * ty__; functions that can fail return 0 or a negative errno (-ENOMEM,
+ * -EAGAIN ...). A -1 in the core is not an error code but a documented
+ * "none": a parser's unknown word (ty__log_level_parse, ty__io_kind_parse),
+ * no worker to wake (ty__idle_to_notify), an infinite timeout. The binding
+ * (core/lua, net, cluster) has its own rule: docs/architecture.md, "Layers".
  * Every atomic access names its memory order and carries a comment on why that
  * order is enough.
  */
