@@ -20,7 +20,13 @@ check() { # name, command...
   fi
 }
 
-layers() { scripts/layers.sh >/dev/null || scripts/layers.sh; }
+layers() { # its findings, or only its skip and staleness notes (one run: nm is slow)
+  local out rc
+  out=$(scripts/layers.sh 2>&1)
+  rc=$?
+  if ((rc)); then echo "$out"; else grep 'skipped\|note:' <<<"$out"; fi
+  return $rc
+}
 
 c_style() {
   command -v clang-format >/dev/null || { echo "lint: clang-format missing (make deps)"; return 1; }
