@@ -17,13 +17,14 @@
 #     Every .c file of the folder must be listed (a new file fails until it
 #     is placed); a header not listed sits on the floor of the .c file of
 #     its name (lnet.h with lnet.c), and is not checked if there is none.
-#     A file includes only headers of its own floor or lower ones, and no
-#     two files of a floored folder include each other;
+#     A file includes only headers of its own floor or lower ones. A line
+#     `!one-way` in the plan adds: no two files of the folder include or
+#     call each other, even on one floor (net.txt has it);
 #  5. calls, from the object files (nm on $BUILD/core/<folder>/*.o): every
 #     symbol a file uses that another core file defines is defined in its
 #     own folder or a folder to its left, and, inside a floored folder, on
-#     its own floor or a lower one; and no two files of a floored folder
-#     call each other. Symbols core does not define (libc, LuaJIT, OpenSSL,
+#     its own floor or a lower one (and with `!one-way`, no two files of the
+#     folder call each other). Symbols core does not define (libc, LuaJIT, OpenSSL,
 #     llhttp ...) are not checked. With no objects (no build yet) this
 #     check is skipped with a message, unless LAYERS_CALLS=require (as
 #     scripts/test.sh sets it after `make all`): then it fails.
@@ -46,7 +47,7 @@ bad_order=0 bad_lua=0 bad_mutual=0 bad_floor=0 bad_calls=0
 declare -A EDGE FEDGE
 
 # ---- floors: FLOOR[folder/file] = rank of its floor, FNAME = its name ----
-declare -A FLOOR FNAME FLOORED
+declare -A FLOOR FNAME FLOORED ONEWAY
 for plan in "$FLOORS"/*.txt; do
   [[ -e $plan ]] || continue
   dir=$(basename "$plan" .txt)
@@ -56,6 +57,10 @@ for plan in "$FLOORS"/*.txt; do
   while IFS= read -r line || [[ -n $line ]]; do
     line=${line%%#*}
     [[ $line =~ ^[[:space:]]*$ ]] && continue
+    if [[ $line =~ ^[[:space:]]*!one-way[[:space:]]*$ ]]; then
+      ONEWAY[$dir]=1
+      continue
+    fi
     if [[ ! $line =~ ^[[:space:]]*([A-Za-z0-9_-]+)[[:space:]]*:(.*)$ ]]; then
       echo "layers: $plan: not 'floor: files...': $line"
       bad_floor=$((bad_floor + 1))
@@ -121,7 +126,7 @@ while IFS= read -r f; do
       bad_order=$((bad_order + 1))
     fi
     [[ $to != "$dir" ]] && EDGE["$dir>$to"]=1
-    if [[ $to == "$dir" && -n ${FLOORED[$dir]+x} ]]; then
+    if [[ $to == "$dir" && -n ${ONEWAY[$dir]+x} ]]; then
       hb=${path##*/}
       FEDGE["$dir/$base>$dir/$hb"]=1
       if [[ -n ${FLOOR[$dir/$base]+x} && -n ${FLOOR[$dir/$hb]+x} ]] &&
@@ -160,7 +165,7 @@ calls_table() {
     file=${rel#*/}
     file=${file%.o}.c
     [[ -n ${RANK[$dir]+x} ]] || continue
-    echo "F $dir ${RANK[$dir]} $file ${FLOOR[$dir/$file]:--1} ${FNAME[$dir/$file]:--} ${FLOORED[$dir]:-0}"
+    echo "F $dir ${RANK[$dir]} $file ${FLOOR[$dir/$file]:--1} ${FNAME[$dir/$file]:--} ${FLOORED[$dir]:-0} ${ONEWAY[$dir]:-0}"
     nm -g "$o" 2>/dev/null | awk '$1 == "U" { print "U", $2; next }
       $2 ~ /^[TDBRCVWGS]$/ { print "D", $3 }'
   done
@@ -190,7 +195,7 @@ else
   out=$(calls_table | awk -v core="$CORE" '
     $1 == "F" { dir = $2; drank = $3; file = $4; frank = $5; fname = $6
                 key = dir "/" file; DR[key] = drank; FR[key] = frank
-                FN[key] = fname; FLD[dir] = $7; next }
+                FN[key] = fname; FLD[dir] = $7; OW[dir] = $8; next }
     $1 == "D" { if (!($2 in DEF)) DEF[$2] = key; next }
     $1 == "U" { nu++; UK[nu] = key; US[nu] = $2 }
     END {
@@ -209,7 +214,7 @@ else
             core, u, FN[u], s, core, d, FN[d]
           bad++
         }
-        if (ud == dd && FLD[ud]) { P[u SUBSEP d] = P[u SUBSEP d] " " s }
+        if (ud == dd && OW[ud]) { P[u SUBSEP d] = P[u SUBSEP d] " " s }
       }
       for (k in P) {
         split(k, ab, SUBSEP)
