@@ -24,25 +24,32 @@ local M = {}
 local EXIT = setmetatable({}, { __tostring = function() return "ngx.exit" end })
 M.EXIT = EXIT
 
+local request = thread.request
+
 local function current()
-  local r = thread.context().req
+  local r = request()
   if not r then error("no request found", 3) end
   return r
 end
 
-local function current_or_nil() return thread.context().req end
+local current_or_nil = request
 
 -- A new request record for req (a tycho.http request); info: {scheme=,
 -- port=}. The running coroutine serves it from now on.
+-- headers, names, vars and out start as EMPTY, made on the first write
+-- (most requests write none, and each table is garbage to collect); the
+-- first output goes to r.first, the rest to r.out (M.body joins them).
+local EMPTY = setmetatable({}, { __newindex = function() error("tycho.ngx: read-only", 2) end })
+
 function M.new(req, info)
-  local path = req.path
-  local r = { req = req, info = info, status = nil, headers = {}, names = {}, out = {},
-    sent = false, eof = false, vars = {} }
-  local rec = thread.enter("content")
-  rec.req = r
-  r.path = path
+  local r = { req = req, info = info, status = nil, headers = EMPTY, names = EMPTY,
+    out = EMPTY, first = nil, sent = false, eof = false, vars = EMPTY, path = req.path }
+  thread.begin(r)
   return r
 end
+
+-- r's handler ended: its coroutine may serve another actor next.
+M.done = thread.finish
 
 -- ---- ngx.var --------------------------------------------------------------------------
 
@@ -126,6 +133,7 @@ M.var = setmetatable({}, {
     if VARS[k] and k ~= "args" then
       error("variable \"" .. tostring(k) .. "\" not changeable", 2)
     end
+    if r.vars == EMPTY then r.vars = {} end
     r.vars[k] = v
   end,
 })
@@ -159,6 +167,7 @@ M.header = setmetatable({}, {
     elseif v ~= nil then
       v = tostring(v)
     end
+    if r.headers == EMPTY then r.headers, r.names = {}, {} end
     r.headers[low] = v
     r.names[low] = v ~= nil and (r.names[low] or name) or nil
   end,
@@ -197,14 +206,39 @@ local function output(args, n, nl)
   if r.eof then return nil, "seen eof" end
   if r.exited then return nil, "request exited" end
   local out = r.out
+  if out == EMPTY then
+    out = {}
+    r.out = out
+  end
   for i = 1, n do flatten(args[i], out) end
   if nl then out[#out + 1] = "\n" end
   M.send(r)
   return 1
 end
 
--- ngx.say / ngx.print: 1, or nil and why.
-function M.say(...) return output({ ... }, select("#", ...), true) end
+-- ngx.say / ngx.print: 1, or nil and why. One string (the common call)
+-- goes without the argument table.
+function M.say(s, ...)
+  if type(s) == "string" and select("#", ...) == 0 then
+    local r = current()
+    if r.eof or r.exited then return output(nil, 0, false) end
+    local out = r.out
+    if out == EMPTY then
+      if r.first == nil then
+        r.first = s .. "\n"
+      else
+        r.out = { s, "\n" }
+      end
+    else
+      local n = #out
+      out[n + 1], out[n + 2] = s, "\n"
+    end
+    if not r.sent then M.send(r) end
+    return 1
+  end
+  return output({ s, ... }, select("#", ...) + 1, true)
+end
+
 function M.print(...) return output({ ... }, select("#", ...), false) end
 
 function M.flush()
@@ -254,6 +288,7 @@ function M.redirect(uri, status)
       .. "ngx.HTTP_TEMPORARY_REDIRECT are allowed", 2)
   end
   if r.sent then error("attempt to call ngx.redirect after sending out the headers", 2) end
+  if r.headers == EMPTY then r.headers, r.names = {}, {} end
   r.headers.location, r.names.location = tostring(uri), "Location"
   return M.exit(status)
 end
@@ -350,17 +385,29 @@ function M.failed(r)
     body = special_page(status), r = r }
 end
 
+-- What r's code output so far (and no more: it is taken).
+function M.body(r)
+  local first, out = r.first or "", r.out
+  r.first, r.out = nil, EMPTY
+  if out == EMPTY then return first end
+  return first .. table.concat(out)
+end
+
 -- The tycho.http response for r once its handler ended.
 function M.response(r)
   local status = r.status or 200
-  local headers = {}
-  for low, v in pairs(r.headers) do headers[r.names[low]] = v end
-  local body = table.concat(r.out)
+  local headers = EMPTY
+  if next(r.headers) ~= nil then
+    headers = {}
+    for low, v in pairs(r.headers) do headers[r.names[low]] = v end
+  end
+  local body = M.body(r)
   if r.error then return M.failed(r) end
   if r.special and body == "" then
     body = special_page(status)
     if body ~= "" then headers = { ["Content-Type"] = "text/html", Location = headers.Location } end
   end
+  if headers == EMPTY then return status, body end -- no table to collect
   return { status = status, headers = headers, body = body }
 end
 
@@ -379,8 +426,7 @@ function M.head(r)
   end
   if status == 101 then out[#out + 1] = "Connection: upgrade\r\n" end -- as nginx adds it
   out[#out + 1] = "\r\n"
-  out[#out + 1] = table.concat(r.out)
-  r.out = {}
+  out[#out + 1] = M.body(r)
   return table.concat(out)
 end
 
