@@ -19,6 +19,9 @@ local log = require "tycho.log"
 local hc = core._http
 local M = {}
 
+--- A streamed body whose pieces come otherwise (req:_begin, lua/tycho/http.lua).
+function M.LATER() end
+
 local GONE = setmetatable({}, { __tostring = function() return "the client is gone" end })
 
 local function text(v)

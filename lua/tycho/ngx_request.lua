@@ -10,10 +10,13 @@
 -- load time (lua-resty-cookie) still reaches each request's headers.
 -- Outside a request they raise "no request found", as OpenResty's do.
 --
--- What differs from nginx: the response is buffered and goes out when the
--- handler ends (ngx.flush keeps buffering; tycho.http writes a response in
--- one write), and ngx.exit ends the handler by raising an error value that
--- a pcall around it would catch (what the code outputs after is dropped).
+-- Output is buffered until the handler ends (then the response goes in
+-- one write, with its Content-Length) or until ngx.flush: that sends the
+-- head and what was output so far, and the body goes on chunked (HTTP/1.1),
+-- ending when the handler ends (ngx.eof sends what is left, but the last
+-- chunk waits for the end). What differs from nginx: ngx.exit ends the
+-- handler by raising an error value that a pcall around it would catch
+-- (what the code outputs after is dropped).
 local thread = require "tycho.ngx_thread"
 local util = require "tycho.ngx_util"
 local log = require "tycho.log"
@@ -241,10 +244,21 @@ end
 
 function M.print(...) return output({ ... }, select("#", ...), false) end
 
+-- The head and what was output so far go to the client now, the head
+-- through tycho.http's req:_begin (lua/tycho/http.lua), the output as
+-- chunks (HTTP/1.1); what follows goes with the next flush or when the
+-- handler ends. An upgrade request keeps buffering (ngx.req.socket sends
+-- it). true | nil, "closed".
+local stream_out
+
+-- ngx.flush([wait]): the bytes are handed to the connection (its write
+-- queue, sent with the worker's next wait), so wait changes nothing.
 function M.flush()
   local r = current()
   if r.eof then return nil, "seen eof" end
   M.send(r)
+  local ok, err = stream_out(r)
+  if not ok then return nil, err end
   return 1
 end
 
@@ -260,6 +274,7 @@ function M.eof()
   if r.eof then return nil, "seen eof" end
   M.send(r)
   r.eof = true
+  if r.stream then stream_out(r) end -- the rest now; the end when the handler ends
   return 1
 end
 
@@ -380,6 +395,7 @@ local function special_page(status)
 end
 
 function M.failed(r)
+  if r.stream then return false end -- the head went: the body is cut short
   local status = 500
   return { status = status, headers = { ["Content-Type"] = "text/html" },
     body = special_page(status), r = r }
@@ -393,14 +409,36 @@ function M.body(r)
   return first .. table.concat(out)
 end
 
--- The tycho.http response for r once its handler ended.
-function M.response(r)
-  local status = r.status or 200
-  local headers = EMPTY
-  if next(r.headers) ~= nil then
-    headers = {}
-    for low, v in pairs(r.headers) do headers[r.names[low]] = v end
+local function headers_of(r)
+  if next(r.headers) == nil then return EMPTY end
+  local headers = {}
+  for low, v in pairs(r.headers) do headers[r.names[low]] = v end
+  return headers
+end
+
+function stream_out(r)
+  local send = r.stream
+  if not send then
+    local begin = r.req._begin
+    if not begin then return true end
+    local headers = headers_of(r)
+    send = begin(r.req, { status = r.status or 200, headers = headers ~= EMPTY and headers or {} })
+    r.stream = send
   end
+  local body = M.body(r)
+  if body == "" then return true end
+  return send(body)
+end
+
+-- The tycho.http response for r once its handler ended (once it streams:
+-- the rest of the body, or false when it failed).
+function M.response(r)
+  if r.stream then
+    if r.error then return false end
+    return M.body(r)
+  end
+  local status = r.status or 200
+  local headers = headers_of(r)
   local body = M.body(r)
   if r.error then return M.failed(r) end
   if r.special and body == "" then
