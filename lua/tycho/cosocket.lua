@@ -41,7 +41,7 @@
 local tycho = require "tycho"
 
 local type, tostring, tonumber = type, tostring, tonumber
-local setmetatable, error, pairs = setmetatable, error, pairs
+local setmetatable, error, pairs, next = setmetatable, error, pairs, next
 local floor, max = math.floor, math.max
 local find, sub, gsub, concat = string.find, string.sub, string.gsub, table.concat
 
@@ -253,14 +253,33 @@ local function flatten(t, out, n)
   return n
 end
 
+-- A flat array of strings and numbers (what resty.redis and most drivers
+-- send) joins as it is: no copy, no pairs() walk (which the JIT leaves to
+-- the interpreter); anything else is checked and flattened piece by piece.
+local function join(t)
+  local n = #t
+  if n == 0 or next(t, n) ~= nil then
+    local out = {}
+    flatten(t, out, 0)
+    return concat(out)
+  end
+  for i = 1, n do
+    local tv = type(t[i])
+    if tv ~= "string" and tv ~= "number" then
+      local out = {}
+      flatten(t, out, 0)
+      return concat(out)
+    end
+  end
+  return concat(t)
+end
+
 function Sock:send(data)
   local c = self.c
   if not c then return nil, "closed" end
   local td = type(data)
   if td == "table" then
-    local out = {}
-    flatten(data, out, 0)
-    data = concat(out)
+    data = join(data)
   elseif td == "number" or td == "boolean" or td == "nil" then
     data = tostring(data)
   elseif td ~= "string" then
