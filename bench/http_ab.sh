@@ -14,6 +14,9 @@
 #                            epoll): an A/B against another commit's build
 #   PIN=1                    also tycho with TYCHO_PIN=1 (workers pinned to
 #                            CPUs) on both backends
+#   TOKIO=/path/to/peerbench also the Tokio peer's http_raw (2 workers; it
+#                            answers every path with its "Hello, World!"),
+#                            built from ../shared/peers/tokio (BUILD.md)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
@@ -122,6 +125,7 @@ if [ "$PIN" = 1 ]; then
   start uring_pin env TYCHO_PIN=1 build/bin/tycho --workers 2 --io uring "$SRV"
   start epoll_pin env TYCHO_PIN=1 build/bin/tycho --workers 2 --io epoll "$SRV"
 fi
+if [ -n "${TOKIO:-}" ]; then start tokio_raw env WORKERS=2 "$TOKIO" http_raw; fi
 if [ -n "$BASE" ]; then
   start base_uring "$BASE/build/bin/tycho" --workers 2 --io uring "$SRV"
   start base_epoll "$BASE/build/bin/tycho" --workers 2 --io epoll "$SRV"
