@@ -4,22 +4,16 @@
 -- the next request of that client only, and closed by the worker's keeper
 -- when their idle time is over.
 local tycho = require "tycho"
-local core = require "tycho.core"
-
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 1 }
-  return tycho.run(main, ...)
-end
+local B = require "support.backends"
 
 teardown(function() tycho.config{ io = "auto" } end)
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("keep-alive pool with " .. io, function()
     it("holds the HTTP client's and the cosockets' connections apart", function()
-      local r = run(io, function()
+      local r = B.run(io, function()
         local tycho = require "tycho"
         local keepalive = require "tycho.keepalive"
         local srv = assert(tycho.http.listen{ host = "127.0.0.1", port = 0,
