@@ -56,15 +56,8 @@ scripts/fetch-debs.sh nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluaji
 CJSON=/usr/lib/x86_64-linux-gnu/lua/5.1
 [ -f "$CJSON/cjson.so" ] || { echo "# $CJSON/cjson.so missing (lua-cjson)"; exit 1; }
 
-ticks() { # CPU clock ticks of a process and its children (nginx's workers)
-  local t=0 q
-  for q in "$@" $(pgrep -P "$1" 2>/dev/null); do
-    t=$((t + $(awk '{ print $14 + $15 }' "/proc/$q/stat" 2>/dev/null || echo 0)))
-  done
-  echo $t
-}
-HZ=$(getconf CLK_TCK)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/cpu_ticks.sh
+source "$ROOT/bench/cpu_ticks.sh"
 
 declare -A PORT SPID
 start() { # start <name> <command...>: a server on a fresh port (its last argument)

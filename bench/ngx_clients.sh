@@ -23,15 +23,8 @@ trap cleanup EXIT
 scripts/fetch-debs.sh nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 \
   lua-resty-core lua-resty-lrucache lua-nginx-dns lua-nginx-redis >/dev/null ||
   { echo "# fetch-debs failed"; exit 1; }
-ticks() {
-  local t=0 q
-  for q in "$@" $(pgrep -P "$1" 2>/dev/null); do
-    t=$((t + $(awk '{ print $14 + $15 }' "/proc/$q/stat" 2>/dev/null || echo 0)))
-  done
-  echo $t
-}
-HZ=$(getconf CLK_TCK)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/cpu_ticks.sh
+source "$ROOT/bench/cpu_ticks.sh"
 LIBS="$DEBS/lua-nginx-dns/usr/share/lua/5.1/?.lua;$DEBS/lua-nginx-redis/usr/share/lua/5.1/?.lua"
 
 DPORT=$(port)

@@ -27,18 +27,8 @@ trap cleanup EXIT
 scripts/fetch-debs.sh nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 \
   lua-resty-core lua-resty-lrucache >/dev/null || { echo "# fetch-debs failed"; exit 1; }
 
-# CPU time (utime + stime, clock ticks) of a process and its children (the
-# nginx master's workers): per request it is the figure a loaded machine
-# does not distort as much as req/s (other work takes CPUs, not cycles).
-ticks() {
-  local t=0 q
-  for q in "$@" $(pgrep -P "$1" 2>/dev/null); do
-    t=$((t + $(awk '{ print $14 + $15 }' "/proc/$q/stat" 2>/dev/null || echo 0)))
-  done
-  echo $t
-}
-HZ=$(getconf CLK_TCK)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/cpu_ticks.sh
+source "$ROOT/bench/cpu_ticks.sh"
 
 # OpenResty: 2 worker processes.
 OPORT=$(port)
