@@ -172,39 +172,8 @@ local function converse(c, p, handler, A, peer)
   hc.behind(c) -- responses go out with the worker's next wait (io_uring)
   local tmo = timeout(p)
   local function read_body(_, n) return stream.read(c, p, n) end
-  -- req:_begin(res): the head of res now, from within the handler (tycho.ngx's
-  -- ngx.flush); returns send(s) for the body's pieces, and the handler
-  -- returns the rest of the body (a string; false: it failed, the body is cut
-  -- short and the connection closes). begun is then true (a
-  -- streamed body), "gone" (a send failed) or {out, req, tmo} (the response
-  -- had no body to stream: HEAD, 204, 304; it is complete).
-  local begun
-  local chunked
-  local function send(s)
-    if begun == "gone" then return nil, "closed" end
-    if begun ~= true then return true end -- no body goes (HEAD, 204, 304)
-    if #s == 0 then return true end
-    local ok
-    if chunked then ok = write(c, ("%x\r\n"):format(#s), s, "\r\n") else ok = write(c, s) end
-    if not ok then
-      begun = "gone"
-      return nil, "closed"
-    end
-    return true
-  end
-  local function begin(_, res)
-    if begun ~= nil then return send end
-    res.body = stream.LATER
-    local out, nreq, ntmo, err, streamed = respond(p, true, res)
-    if err then log_failure(nil, err) end
-    if streamed then
-      chunked = hc.chunked(p)
-      begun = (not out or write(c, out)) and true or "gone"
-    else
-      begun = { out, nreq, ntmo }
-    end
-    return send
-  end
+  -- req:_begin (tycho.ngx's ngx.flush): lua/tycho/http_stream.lua
+  local begin, finish = stream.beginner(c, p, log_failure)
   while true do
     local data, rerr = read_some(c, READ_MAX, tmo)
     if not data then
@@ -228,20 +197,9 @@ local function converse(c, p, handler, A, peer)
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
       if A.draining then hc.last(p) end -- a graceful stop: Connection: close
-      if begun ~= nil then -- the handler began its response: res is the rest
-        local b = begun
-        begun = nil
-        if type(b) == "table" then
-          out, req, tmo = b[1], b[2], b[3]
-        else
-          local fine = ok and b == true and res ~= false
-          if fine and type(res) == "string" and res ~= "" then
-            begun = true
-            fine = send(res)
-            begun = nil
-          end
-          out, req, tmo = hc.stream_end(p, fine)
-        end
+      local began, o, r, t = finish(ok, res)
+      if began then -- the handler began its response itself (req:_begin)
+        out, req, tmo = o, r, t
         goto next_request
       end
       if ok and req.upgrade and type(res) == "function" then
