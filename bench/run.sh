@@ -56,8 +56,13 @@ SERVER_LUA_WORKLOADS="memory_server server_call"
 # Ours only too: the ping-pong rate while 100 actors keep the blocking pool
 # busy, as a share of the unloaded rate (spec/blocking_spec.lua checks only
 # that no round trip stalls: a rate is no test on a shared machine).
-OWN_LUA_WORKLOADS="blocking_load"
-SERVER_WORKLOADS="http https http_client cluster ws pg web shared"   # https, http_client: bench/net.sh; ws: bench/ws.sh
+OWN_LUA_WORKLOADS="blocking_load ngx_layer"   # ngx_layer: the tycho.ngx layer per request, no sockets
+SERVER_WORKLOADS="http https http_client cluster ws pg web shared http_ab ngx_hello ngx_clients"   # https, http_client: bench/net.sh; ws: bench/ws.sh
+# http_ab: bench/http_ab.sh (/ and /json on io_uring and epoll beside
+# OpenResty, interleaved, with CPU per request); ngx_hello: bench/ngx_hello.sh
+# (a tycho.ngx.serve content handler beside content_by_lua_block);
+# ngx_clients: bench/ngx_clients.sh (resty.dns and resty.redis on both).
+# Each prints its RESULT lines and MEDIAN lines with the ratios.
 # pg: bench/pg.sh (tycho.pg beside pgbench and tycho.blocking on one PostgreSQL)
 # web: bench/web.sh (a tycho.web router vs the bare handler, app:static vs
 # nginx's static serving), its own lines in the summary.
@@ -435,6 +440,9 @@ for w in $WORKLOADS $SERVER_LUA_WORKLOADS $OWN_LUA_WORKLOADS $SERVER_WORKLOADS; 
     if [ "$w" = pg ]; then bench/pg.sh | tee -a "$SUMMARY"; continue; fi
     if [ "$w" = web ]; then RUNS=$RUNS bench/web.sh; continue; fi
     if [ "$w" = shared ]; then run_shared; continue; fi
+    if [ "$w" = http_ab ] || [ "$w" = ngx_hello ] || [ "$w" = ngx_clients ]; then
+        RUNS=$RUNS "bench/$w.sh" 2>&1 | grep -E '^(MEDIAN|#)' | tee -a "$SUMMARY"; continue
+    fi
     in_list "$w" "$C_WORKLOADS" && bench tycho-c "$w" "$CBENCH" "$w"
     in_list "$w" "$LUA_WORKLOADS" && bench tycho "$w" "$TYCHO" --workers "$WORKERS" "bench/lua/$w.lua"
 done

@@ -70,6 +70,9 @@ for _, io in ipairs{ "uring", "epoll" } do
         out.empty = s:send("")
         out.bad = { pcall(s.send, s, { 1, true }) }
         out.hole = { pcall(s.send, s, { a = 1 }) }
+        out.mixed = { pcall(s.send, s, { "a", "b", x = 1 }) } -- flat, and a name too
+        out.flat = s:send({ "f", 1, "\n" })
+        out.flat_line = s:receive()
         out.fn = { pcall(s.send, s, print) }
         out.close = s:close()
         out.again = { s:close() }
@@ -88,6 +91,9 @@ for _, io in ipairs{ "uring", "epoll" } do
       assert.is_false(r.bad[1])
       assert.matches("bad data type boolean found", r.bad[2])
       assert.matches("non%-array table found", r.hole[2])
+      assert.matches("non%-array table found", r.mixed[2])
+      assert.equal(3, r.flat)
+      assert.equal("got: f1", r.flat_line)
       assert.matches("string, number, boolean, nil, or array table expected", r.fn[2])
       assert.equal(1, r.close)
       assert.same({ nil, "closed" }, r.again)

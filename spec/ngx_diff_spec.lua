@@ -141,5 +141,52 @@ describe("tycho.ngx content handlers against nginx + lua-nginx-module", function
         assert.same(want, got)
       end)
     end
+
+    it_io("ngx.flush sends what was said before the handler ends, with " .. io, function()
+      if not peer then
+        return pending("nginx + lua-nginx-module unavailable: " .. tostring(why))
+      end
+      local saved = package.path
+      package.path = path .. ";" .. package.path
+      local ok, r = pcall(B.run, io, function(nginx_port)
+        -- Inside tycho.run: GET /flush_stream on port, raw. Returns what the first
+        -- reads gave up to the first chunk ("first"), and the whole response: had
+        -- ngx.flush kept buffering, "second" (said 1 s later) would come with it.
+        local function stream_raw(port)
+          local tycho = require "tycho"
+          local c = assert(tycho.tcp.connect("127.0.0.1", port))
+          assert(c:write("GET /flush_stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+          local early = ""
+          while not early:find("first", 1, true) do
+            local s = c:read_some(65536, 10)
+            if not s then break end
+            early = early .. s
+          end
+          local all = early
+          while true do
+            local s = c:read_some(65536, 10)
+            if not s then break end
+            all = all .. s
+          end
+          c:close()
+          local head, body = all:match("^(.-\r\n)\r\n(.*)$")
+          return { early_has_second = early:find("second", 1, true) ~= nil,
+            status = all:match("^HTTP/1%.1 (%d+)"),
+            chunked = head and head:lower():find("\ntransfer%-encoding: chunked\r\n") ~= nil,
+            header = head and head:match("\n[Xx]%-[Mm]y%-[Hh]eader: ([^\r]*)"),
+            body = body }
+        end
+        local srv = assert(require("tycho.ngx").listen{ port = 0, content = "diff_app" })
+        local got = { mine = stream_raw(srv.port), theirs = stream_raw(nginx_port) }
+        srv:close()
+        return got
+      end, peer.port)
+      package.path = saved
+      assert(ok, r)
+      assert.is_false(r.theirs.early_has_second)
+      assert.is_true(r.theirs.chunked)
+      assert.same(r.theirs, r.mine)
+      assert.equal("6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n", r.mine.body)
+    end)
   end
 end)

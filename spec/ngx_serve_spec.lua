@@ -42,6 +42,42 @@ describe("tycho.ngx.listen", function()
     end)
   end
 
+  for _, io in ipairs(B.names) do
+    B.it(io, it, pending)("cuts a flushed body short when its handler fails, with " .. io,
+      function()
+      local r = B.run(io, function()
+        local tycho = require "tycho"
+        local srv = assert(require("tycho.ngx").listen{ port = 0, content = "flush_fail" })
+        local function exchange(c, req, want)
+          assert(c:write(req))
+          local got = ""
+          while not got:find(want, 1, true) do
+            local d = c:read_some(65536, 5)
+            if not d then return got, "closed" end
+            got = got .. d
+          end
+          return got
+        end
+        local out = {}
+        local c = assert(tycho.tcp.connect("127.0.0.1", srv.port, 5))
+        local got = exchange(c, "GET /?fail=1 HTTP/1.1\r\nHost: x\r\n\r\n", "\0never")
+        out.failed = got:match("\r\n\r\n(.*)$")
+        c:close()
+        -- HEAD: the head only; then a GET on the same connection streams.
+        c = assert(tycho.tcp.connect("127.0.0.1", srv.port, 5))
+        out.head = exchange(c, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", "\r\n\r\n")
+        got = exchange(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "0\r\n\r\n")
+        out.body = got:match("\r\n\r\n(.*)$")
+        c:close()
+        srv:close()
+        return out
+      end)
+      assert.equal("5\r\npart\n\r\n", r.failed) -- no last chunk: the client sees it cut
+      assert.matches("^HTTP/1.1 200 OK\r\n", r.head)
+      assert.equal("5\r\npart\n\r\n5\r\nrest\n\r\n0\r\n\r\n", r.body)
+    end)
+  end
+
   it("refuses bad options; the request API outside a request raises", function()
     local r = B.run("epoll", function()
       local ngx = require "tycho.ngx"

@@ -399,7 +399,9 @@ static void push_method(lua_State *L, uint8_t m) {
 }
 
 void lt_http_push_request(lua_State *L, hparser *p) {
-  lua_createtable(L, 0, 6);
+  /* Room for the Lua side's fields too (remote_addr, remote_port, scheme,
+   * read, _begin: lua/tycho/http.lua): no rehash per request. */
+  lua_createtable(L, 0, 12);
   key(L, UV_METHOD);
   push_method(L, p->method);
   lua_rawset(L, -3);

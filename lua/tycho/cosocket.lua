@@ -39,13 +39,11 @@
 -- or by the worker's pool keeper, an actor that wakes at the next deadline).
 -- Not supported: unix sockets, the `backlog` connect option (both raise).
 local tycho = require "tycho"
-local core = require "tycho.core"
 
 local type, tostring, tonumber = type, tostring, tonumber
-local setmetatable, error, pairs, ipairs, next = setmetatable, error, pairs, ipairs, next
+local setmetatable, error, pairs, next = setmetatable, error, pairs, next
 local floor, max = math.floor, math.max
 local find, sub, gsub, concat = string.find, string.sub, string.gsub, table.concat
-local now = tycho.now
 
 local DEFAULT_TIMEOUT = 60000 -- ms: lua_socket_*_timeout
 local POOL_SIZE = 30          -- lua_socket_pool_size
@@ -99,123 +97,20 @@ function Sock:settimeouts(connect, send, read)
   if self.c then self.c:settimeouts(self.tc / 1000, self.ts / 1000, self.tr / 1000) end
 end
 
--- ---- the pool of idle connections (this worker's: the module's state) ----------------
+-- ---- the pool of idle connections: the worker's (lua/tycho/keepalive.lua) -------------
 --
--- pools[key] = {size = n, list = {entry...}} most recent last;
--- entry = {c = conn, deadline = seconds | false, reused = n}.
+-- Cosockets' keys are their connect's ("host:port" or the pool option); the
+-- HTTP client's start with a NUL byte, so the two never meet.
 
-local pools = {}
-local keeper, keeper_at -- the keeper's pid, and when it will next wake
-
-local function alive(c)
-  -- A poll: a quiet connection answers "timeout"; data or an end means the
-  -- server closed it or it is out of step.
-  local _, err = c:read_some(1, 0)
-  return err == "timeout"
-end
-
--- Closes what expired or died; returns the next deadline, or nil when the
--- pool is empty.
-local function sweep()
-  local t, soonest = now(), nil
-  for key, pool in pairs(pools) do
-    local list, j = pool.list, 0
-    for i = 1, #list do
-      local e = list[i]
-      list[i] = nil
-      if (e.deadline and e.deadline <= t) or not alive(e.c) then
-        e.c:close()
-      else
-        j = j + 1
-        list[j] = e
-        if e.deadline and (not soonest or e.deadline < soonest) then soonest = e.deadline end
-      end
-    end
-    if j == 0 then pools[key] = nil end
-  end
-  if next(pools) == nil then return nil end
-  return soonest or t + 3600 -- only unlimited entries: look again hourly
-end
-
--- The keeper: an actor on this worker (so in this state) that closes idle
--- connections on time. It ends when the pool is empty.
-function M._keeper()
-  keeper = tycho.self()
-  while true do
-    local ok, at = pcall(sweep)
-    if not ok then -- a connection that could not even be polled: start over
-      for _, pool in pairs(pools) do
-        for _, e in ipairs(pool.list) do pcall(e.c.close, e.c) end
-      end
-      pools, at = {}, nil
-    end
-    if not at then
-      keeper, keeper_at = nil, nil
-      return
-    end
-    keeper_at = at
-    tycho.recv(max(0.001, at - now())) -- a nudge comes when a sooner deadline does
-  end
-end
-
--- tycho.run's caller lends its state to worker 1 for the run and gets it
--- back after (README, Running): its pooled connections are closed by then
--- and its keeper is gone with the runtime, so this worker's pool starts
--- over in the next run (a stale pid could name another run's actor).
-function M._give_back()
-  pools, keeper, keeper_at = {}, nil, nil
-end
-
-local function keeper_main()
-  require("tycho.cosocket")._keeper()
-end
-
-local function wake_keeper(deadline)
-  if keeper and deadline and (not keeper_at or deadline < keeper_at) then
-    keeper_at = deadline
-    if not tycho.send(keeper, "sweep") then keeper = nil end -- it was killed
-  end
-  if not keeper then
-    keeper_at = deadline or now() + 3600
-    keeper = core._spawn_at(core._worker(), keeper_main)
-  end
-end
-
-local function pool_get(key)
-  local pool = pools[key]
-  if not pool then return nil end
-  local list = pool.list
-  while #list > 0 do
-    local e = list[#list]
-    list[#list] = nil
-    if (not e.deadline or e.deadline > now()) and alive(e.c) and e.c:_attach() then
-      if #list == 0 then pools[key] = nil end
-      return e.c, e.reused + 1
-    end
-    e.c:close()
-  end
-  pools[key] = nil
-end
-
-local function pool_put(key, c, idle_ms, size, reused)
-  local pool = pools[key]
-  if not pool then
-    pool = { size = size, list = {} }
-    pools[key] = pool
-  end
-  local list = pool.list
-  if #list >= pool.size then -- the least recently used goes
-    table.remove(list, 1).c:close()
-  end
-  local deadline = idle_ms > 0 and now() + idle_ms / 1000 or false
-  list[#list + 1] = { c = c, deadline = deadline, reused = reused }
-  wake_keeper(deadline or nil)
-end
+local keepalive = require "tycho.keepalive"
+local alive = keepalive.alive
 
 -- Idle connections of this worker, per key (for tests and curiosity).
 function M._pooled()
   local out = {}
-  for key, pool in pairs(pools) do out[key] = #pool.list end
+  for key, n in pairs(keepalive.pooled()) do
+    if key:byte(1) ~= 0 then out[key] = n end
+  end
   return out
 end
 
@@ -266,7 +161,7 @@ function Sock:connect(host, port, opts)
     end
   end
   self.key, self.pool_size = key, size
-  local c, reused = pool_get(key)
+  local c, reused = keepalive.get(key)
   if not c then
     local err
     c, err = tycho.tcp.connect(host, port, self.tc / 1000)
@@ -308,7 +203,7 @@ function Sock:setkeepalive(idle_ms, size)
   if size ~= nil then
     size = tonumber(size)
     if not size then error("bad argument #2 to 'setkeepalive' (number expected)", 2) end
-    if size <= 0 and not pools[self.key] then
+    if size <= 0 and not keepalive.has(self.key) then
       error(('bad "pool_size" option value: %d'):format(size), 2)
     end
   else
@@ -324,7 +219,8 @@ function Sock:setkeepalive(idle_ms, size)
     return nil, "invalid connection"
   end
   self.c, self.buf = nil, nil
-  pool_put(self.key, c, floor(idle_ms), size, self.reused)
+  idle_ms = floor(idle_ms)
+  keepalive.put(self.key, c, idle_ms > 0 and idle_ms / 1000, size, self.reused)
   return 1
 end
 
@@ -357,14 +253,33 @@ local function flatten(t, out, n)
   return n
 end
 
+-- A flat array of strings and numbers (what resty.redis and most drivers
+-- send) joins as it is: no copy, no pairs() walk (which the JIT leaves to
+-- the interpreter); anything else is checked and flattened piece by piece.
+local function join(t)
+  local n = #t
+  if n == 0 or next(t, n) ~= nil then
+    local out = {}
+    flatten(t, out, 0)
+    return concat(out)
+  end
+  for i = 1, n do
+    local tv = type(t[i])
+    if tv ~= "string" and tv ~= "number" then
+      local out = {}
+      flatten(t, out, 0)
+      return concat(out)
+    end
+  end
+  return concat(t)
+end
+
 function Sock:send(data)
   local c = self.c
   if not c then return nil, "closed" end
   local td = type(data)
   if td == "table" then
-    local out = {}
-    flatten(data, out, 0)
-    data = concat(out)
+    data = join(data)
   elseif td == "number" or td == "boolean" or td == "nil" then
     data = tostring(data)
   elseif td ~= "string" then

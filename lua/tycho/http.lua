@@ -172,6 +172,8 @@ local function converse(c, p, handler, A, peer)
   hc.behind(c) -- responses go out with the worker's next wait (io_uring)
   local tmo = timeout(p)
   local function read_body(_, n) return stream.read(c, p, n) end
+  -- req:_begin (tycho.ngx's ngx.flush): lua/tycho/http_stream.lua
+  local begin, finish = stream.beginner(c, p, log_failure)
   while true do
     local data, rerr = read_some(c, READ_MAX, tmo)
     if not data then
@@ -190,11 +192,16 @@ local function converse(c, p, handler, A, peer)
         break
       end
       req.remote_addr, req.remote_port, req.scheme = peer[1], peer[2], peer[3]
-      req.read = read_body
+      req.read, req._begin = read_body, not req.upgrade and begin or nil
       if A.trust_proxy then stream.proxied(req) end
       local ok, res, body = xpcall(handler, handler_traceback, req)
       if not ok then log_failure(req, res) end
       if A.draining then hc.last(p) end -- a graceful stop: Connection: close
+      local began, o, r, t = finish(ok, res)
+      if began then -- the handler began its response itself (req:_begin)
+        out, req, tmo = o, r, t
+        goto next_request
+      end
       if ok and req.upgrade and type(res) == "function" then
         out = takeover(p, c)
         if out and not write(c, out) then return nil end
@@ -207,6 +214,7 @@ local function converse(c, p, handler, A, peer)
         out, nreq, tmo = stream.send(c, p, out, type(res) == "table" and res.body or body, req)
       end
       req = nreq
+      ::next_request::
     end
   end
 end

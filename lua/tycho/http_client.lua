@@ -105,39 +105,19 @@ local function resolve_location(base, loc)
   return origin .. dir .. loc
 end
 
--- ---- the pool of idle connections (one per worker: this module's state) ---------
+-- ---- the pool of idle connections: the worker's (lua/tycho/keepalive.lua) -------------
+--
+-- Keys start with a NUL byte: never a cosocket's (lua/tycho/cosocket.lua).
 
-local pools = {}
-
--- A state lent by tycho.run's caller is given back with its pooled
--- connections closed (README, Running): the next run starts empty.
-function M._give_back() pools = {} end
+local keepalive = require "tycho.keepalive"
 
 local function pool_get(key)
-  local list = pools[key]
-  local t = now()
-  while list and #list > 0 do
-    local e = table.remove(list) -- the most recently used
-    -- Alive and quiet? A poll: the server may have closed it meanwhile.
-    if t - e.t < POOL_IDLE and select(2, e.c:read_some(1, 0)) == "timeout" then
-      e.c:_attach()
-      return e.c
-    end
-    e.c:close()
-  end
+  return (keepalive.get(key))
 end
 
 local function pool_put(key, c)
   if not c:_detach() then return c:close() end
-  local list = pools[key]
-  if not list then
-    list = {}
-    pools[key] = list
-  end
-  local t = now()
-  while list[1] and t - list[1].t >= POOL_IDLE do table.remove(list, 1).c:close() end
-  if #list >= POOL_SIZE then table.remove(list, 1).c:close() end
-  list[#list + 1] = { c = c, t = t }
+  keepalive.put(key, c, POOL_IDLE, POOL_SIZE, 0)
 end
 
 -- ---- one exchange ----------------------------------------------------------------------
@@ -206,8 +186,8 @@ local function exchange(c, head, body, is_head, deadline, o)
 end
 
 local function pool_key(scheme, host, port, tls)
-  if scheme == "http" then return "http://" .. host .. ":" .. port end
-  return ("https://%s:%d|%s|%s|%s"):format(host, port, tostring(tls.ca),
+  if scheme == "http" then return "\0http://" .. host .. ":" .. port end
+  return "\0" .. ("https://%s:%d|%s|%s|%s"):format(host, port, tostring(tls.ca),
     tostring(tls.verify), tostring(tls.sni))
 end
 

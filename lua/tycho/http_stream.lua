@@ -19,6 +19,63 @@ local log = require "tycho.log"
 local hc = core._http
 local M = {}
 
+-- A streamed body whose pieces come from req:_begin's send (below).
+local function LATER() end
+
+--- For a connection's requests: begin, finish. req._begin = begin lets a
+-- handler (tycho.ngx's ngx.flush) send its response's head from within:
+-- begin(req, {status=, headers=}) writes it and returns send(s) -> true |
+-- nil, "closed" for the body's pieces (chunks on HTTP/1.1); the handler
+-- then returns the rest of the body (a string; false: it failed, the body is
+-- cut short and the connection closes). After each handler,
+-- finish(ok, res) -> true, out, req|nil|false, tmo as respond's when the
+-- handler began its response, else nil. begun is true (a streamed body),
+-- "gone" (a send failed) or {out, req, tmo} (no body to stream: HEAD, 204,
+-- 304; the response is complete already).
+function M.beginner(c, p, log_failure)
+  local write = c.write
+  local begun, chunked
+  local function send(s)
+    if begun == "gone" then return nil, "closed" end
+    if begun ~= true then return true end -- no body goes (HEAD, 204, 304)
+    if #s == 0 then return true end
+    local ok
+    if chunked then ok = write(c, ("%x\r\n"):format(#s), s, "\r\n") else ok = write(c, s) end
+    if not ok then
+      begun = "gone"
+      return nil, "closed"
+    end
+    return true
+  end
+  local function begin(_, res)
+    if begun ~= nil then return send end
+    res.body = LATER
+    local out, nreq, ntmo, err, streamed = hc.respond(p, true, res)
+    if err then log_failure(nil, err) end
+    if streamed then
+      chunked = hc.chunked(p)
+      begun = (not out or write(c, out)) and true or "gone"
+    else
+      begun = { out, nreq, ntmo }
+    end
+    return send
+  end
+  local function finish(ok, res)
+    local b = begun
+    if b == nil then return nil end
+    begun = nil
+    if type(b) == "table" then return true, b[1], b[2], b[3] end
+    local fine = ok and b == true and res ~= false
+    if fine and type(res) == "string" and res ~= "" then
+      begun = true
+      fine = send(res)
+      begun = nil
+    end
+    return true, hc.stream_end(p, fine)
+  end
+  return begin, finish
+end
+
 local GONE = setmetatable({}, { __tostring = function() return "the client is gone" end })
 
 local function text(v)

@@ -10,10 +10,13 @@
 -- load time (lua-resty-cookie) still reaches each request's headers.
 -- Outside a request they raise "no request found", as OpenResty's do.
 --
--- What differs from nginx: the response is buffered and goes out when the
--- handler ends (ngx.flush keeps buffering; tycho.http writes a response in
--- one write), and ngx.exit ends the handler by raising an error value that
--- a pcall around it would catch (what the code outputs after is dropped).
+-- Output is buffered until the handler ends (then the response goes in
+-- one write, with its Content-Length) or until ngx.flush: that sends the
+-- head and what was output so far, and the body goes on chunked (HTTP/1.1),
+-- ending when the handler ends (ngx.eof sends what is left, but the last
+-- chunk waits for the end). What differs from nginx: ngx.exit ends the
+-- handler by raising an error value that a pcall around it would catch
+-- (what the code outputs after is dropped).
 local thread = require "tycho.ngx_thread"
 local util = require "tycho.ngx_util"
 local log = require "tycho.log"
@@ -24,25 +27,32 @@ local M = {}
 local EXIT = setmetatable({}, { __tostring = function() return "ngx.exit" end })
 M.EXIT = EXIT
 
+local request = thread.request
+
 local function current()
-  local r = thread.context().req
+  local r = request()
   if not r then error("no request found", 3) end
   return r
 end
 
-local function current_or_nil() return thread.context().req end
+local current_or_nil = request
 
 -- A new request record for req (a tycho.http request); info: {scheme=,
 -- port=}. The running coroutine serves it from now on.
+-- headers, names, vars and out start as EMPTY, made on the first write
+-- (most requests write none, and each table is garbage to collect); the
+-- first output goes to r.first, the rest to r.out (M.body joins them).
+local EMPTY = setmetatable({}, { __newindex = function() error("tycho.ngx: read-only", 2) end })
+
 function M.new(req, info)
-  local path = req.path
-  local r = { req = req, info = info, status = nil, headers = {}, names = {}, out = {},
-    sent = false, eof = false, vars = {} }
-  local rec = thread.enter("content")
-  rec.req = r
-  r.path = path
+  local r = { req = req, info = info, status = nil, headers = EMPTY, names = EMPTY,
+    out = EMPTY, first = nil, sent = false, eof = false, vars = EMPTY, path = req.path }
+  thread.begin(r)
   return r
 end
+
+-- r's handler ended: its coroutine may serve another actor next.
+M.done = thread.finish
 
 -- ---- ngx.var --------------------------------------------------------------------------
 
@@ -126,6 +136,7 @@ M.var = setmetatable({}, {
     if VARS[k] and k ~= "args" then
       error("variable \"" .. tostring(k) .. "\" not changeable", 2)
     end
+    if r.vars == EMPTY then r.vars = {} end
     r.vars[k] = v
   end,
 })
@@ -159,6 +170,7 @@ M.header = setmetatable({}, {
     elseif v ~= nil then
       v = tostring(v)
     end
+    if r.headers == EMPTY then r.headers, r.names = {}, {} end
     r.headers[low] = v
     r.names[low] = v ~= nil and (r.names[low] or name) or nil
   end,
@@ -197,20 +209,56 @@ local function output(args, n, nl)
   if r.eof then return nil, "seen eof" end
   if r.exited then return nil, "request exited" end
   local out = r.out
+  if out == EMPTY then
+    out = {}
+    r.out = out
+  end
   for i = 1, n do flatten(args[i], out) end
   if nl then out[#out + 1] = "\n" end
   M.send(r)
   return 1
 end
 
--- ngx.say / ngx.print: 1, or nil and why.
-function M.say(...) return output({ ... }, select("#", ...), true) end
+-- ngx.say / ngx.print: 1, or nil and why. One string (the common call)
+-- goes without the argument table.
+function M.say(s, ...)
+  if type(s) == "string" and select("#", ...) == 0 then
+    local r = current()
+    if r.eof or r.exited then return output(nil, 0, false) end
+    local out = r.out
+    if out == EMPTY then
+      if r.first == nil then
+        r.first = s .. "\n"
+      else
+        r.out = { s, "\n" }
+      end
+    else
+      local n = #out
+      out[n + 1], out[n + 2] = s, "\n"
+    end
+    if not r.sent then M.send(r) end
+    return 1
+  end
+  return output({ s, ... }, select("#", ...) + 1, true)
+end
+
 function M.print(...) return output({ ... }, select("#", ...), false) end
 
+-- The head and what was output so far go to the client now, the head
+-- through tycho.http's req:_begin (lua/tycho/http.lua), the output as
+-- chunks (HTTP/1.1); what follows goes with the next flush or when the
+-- handler ends. An upgrade request keeps buffering (ngx.req.socket sends
+-- it). true | nil, "closed".
+local stream_out
+
+-- ngx.flush([wait]): the bytes are handed to the connection (its write
+-- queue, sent with the worker's next wait), so wait changes nothing.
 function M.flush()
   local r = current()
   if r.eof then return nil, "seen eof" end
   M.send(r)
+  local ok, err = stream_out(r)
+  if not ok then return nil, err end
   return 1
 end
 
@@ -226,6 +274,7 @@ function M.eof()
   if r.eof then return nil, "seen eof" end
   M.send(r)
   r.eof = true
+  if r.stream then stream_out(r) end -- the rest now; the end when the handler ends
   return 1
 end
 
@@ -254,6 +303,7 @@ function M.redirect(uri, status)
       .. "ngx.HTTP_TEMPORARY_REDIRECT are allowed", 2)
   end
   if r.sent then error("attempt to call ngx.redirect after sending out the headers", 2) end
+  if r.headers == EMPTY then r.headers, r.names = {}, {} end
   r.headers.location, r.names.location = tostring(uri), "Location"
   return M.exit(status)
 end
@@ -345,22 +395,57 @@ local function special_page(status)
 end
 
 function M.failed(r)
+  if r.stream then return false end -- the head went: the body is cut short
   local status = 500
   return { status = status, headers = { ["Content-Type"] = "text/html" },
     body = special_page(status), r = r }
 end
 
--- The tycho.http response for r once its handler ended.
-function M.response(r)
-  local status = r.status or 200
+-- What r's code output so far (and no more: it is taken).
+function M.body(r)
+  local first, out = r.first or "", r.out
+  r.first, r.out = nil, EMPTY
+  if out == EMPTY then return first end
+  return first .. table.concat(out)
+end
+
+local function headers_of(r)
+  if next(r.headers) == nil then return EMPTY end
   local headers = {}
   for low, v in pairs(r.headers) do headers[r.names[low]] = v end
-  local body = table.concat(r.out)
+  return headers
+end
+
+function stream_out(r)
+  local send = r.stream
+  if not send then
+    local begin = r.req._begin
+    if not begin then return true end
+    local headers = headers_of(r)
+    send = begin(r.req, { status = r.status or 200, headers = headers ~= EMPTY and headers or {} })
+    r.stream = send
+  end
+  local body = M.body(r)
+  if body == "" then return true end
+  return send(body)
+end
+
+-- The tycho.http response for r once its handler ended (once it streams:
+-- the rest of the body, or false when it failed).
+function M.response(r)
+  if r.stream then
+    if r.error then return false end
+    return M.body(r)
+  end
+  local status = r.status or 200
+  local headers = headers_of(r)
+  local body = M.body(r)
   if r.error then return M.failed(r) end
   if r.special and body == "" then
     body = special_page(status)
     if body ~= "" then headers = { ["Content-Type"] = "text/html", Location = headers.Location } end
   end
+  if headers == EMPTY then return status, body end -- no table to collect
   return { status = status, headers = headers, body = body }
 end
 
@@ -379,8 +464,7 @@ function M.head(r)
   end
   if status == 101 then out[#out + 1] = "Connection: upgrade\r\n" end -- as nginx adds it
   out[#out + 1] = "\r\n"
-  out[#out + 1] = table.concat(r.out)
-  r.out = {}
+  out[#out + 1] = M.body(r)
   return table.concat(out)
 end
 

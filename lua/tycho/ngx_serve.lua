@@ -50,6 +50,7 @@ local function run(r, f)
     r.waiter = r.waiter or core._waiter()
     r.waiter:wait()
   end
+  request.done(r)
   if not ok and err ~= request.EXIT then
     log.error("ngx content handler failed", { method = r.req.method, path = r.req.path,
       reason = tostring(err) })
@@ -76,13 +77,13 @@ local function run_upgrade(r, f)
     local rec = require("tycho.ngx_thread").enter("content")
     rec.req = parent_ctx
     st.w2 = core._waiter()
-    st.res = run(parent_ctx, f)
+    st.res, st.body = run(parent_ctx, f)
     st.done = true
     w:wake()
     if st.owner then st.owner:wake() end
   end)
   while not st.done and not st.want do w:wait() end
-  if st.done then return st.res end
+  if st.done then return st.res, st.body end
   return function(conn)
     st.owner = core._waiter()
     st.conn = conn
@@ -92,8 +93,13 @@ local function run_upgrade(r, f)
 end
 
 -- The tycho.http handler, on every worker: (req, content, info).
+local loaded = false
+
 function M.handle(req, content, info)
-  require "tycho.ngx"
+  if not loaded then
+    require "tycho.ngx" -- the global ngx, on this worker
+    loaded = true
+  end
   local f = chunk_of(content)
   local r = request.new(req, info)
   r.start = tycho.now()

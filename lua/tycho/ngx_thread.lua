@@ -28,9 +28,43 @@ local M = {}
 -- Keyed by the running coroutine (weak) and checked against the actor's pid:
 -- a coroutine is reused by later actors, whose context must start empty.
 local ctx_of = setmetatable({}, { __mode = "k" })
+local co_running = coroutine.running
+
+-- The request begun last (M.begin) until it ends (M.finish): its coroutine,
+-- record, actor, and context record, which is made only when asked for
+-- (most requests never ask: no table, no weak-table entry). When another
+-- request begins first, the context record of this one is made then.
+local req_co, req_r, req_pid, req_rec
+
+local function materialize()
+  local rec = req_rec
+  if not rec then
+    rec = { pid = req_pid, phase = "content", req = req_r }
+    req_rec = rec
+    ctx_of[req_co] = rec
+  end
+  return rec
+end
+
+-- r (lua/tycho/ngx_request.lua) is served by the running coroutine from now on.
+function M.begin(r)
+  if req_co then materialize() end
+  req_co, req_r, req_pid, req_rec = co_running(), r, self_pid(), nil
+end
+
+function M.finish(r)
+  if req_r == r then req_co, req_r, req_pid, req_rec = nil, nil, nil, nil end
+end
+
+-- The request the running coroutine serves, or nil.
+function M.request()
+  if co_running() == req_co then return req_r end
+  return M.context().req
+end
 
 function M.context()
-  local co = coroutine.running()
+  local co = co_running()
+  if co == req_co then return materialize() end
   local rec = ctx_of[co]
   local pid = self_pid()
   if not rec or rec.pid ~= pid then

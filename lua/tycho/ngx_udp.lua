@@ -52,10 +52,21 @@ function U:setpeername(host, port)
   return 1
 end
 
+-- A flat array of strings and numbers (resty.dns's queries) joins as it is.
+local function join(t)
+  for i = 1, #t do
+    local tv = type(t[i])
+    if tv ~= "string" and tv ~= "number" then return table.concat(flatten(t, {})) end
+  end
+  return table.concat(t)
+end
+
 function U:send(data)
-  if not self.u then return nil, "closed" end
-  if type(data) == "table" then data = table.concat(flatten(data, {})) end
-  local ok, err = self.u:sendto(tostring(data), self.host, self.port)
+  local u = self.u
+  if not u then return nil, "closed" end
+  local td = type(data)
+  if td == "table" then data = join(data) elseif td ~= "string" then data = tostring(data) end
+  local ok, err = u:sendto(data, self.host, self.port)
   if not ok then return nil, err end
   return 1
 end

@@ -1,0 +1,1 @@
+ngx.say("hello") -- luacheck: globals ngx
