@@ -18,11 +18,10 @@
  * userdata, a handle that must move) goes the codec's way instead, which
  * gives the codec's own error or moves the handle.
  */
+#include "ldirect.h"
+#include "lctx.h"
+#include "lmem.h"
 #include <string.h>
-
-#include "lactor.h"
-#include "lrun.h"
-#include "lstate.h"
 
 /* The payload: the slot on the holder's stack and the count of values. */
 typedef struct dpay {
@@ -114,8 +113,8 @@ ty_msg *lt_direct_copy(lua_State *L, ty_pid to, int first, int n) {
   size_t bytes = 0;
   char err[1]; /* the codec path tells the reason */
   lt_charge *was = lt_mem_lend(&lw->heap, lt_charge_of(rla));
-  int r = ty__codec_copy_sized(L, first, n, lt_g.max_message, &bytes, err,
-                               sizeof err);
+  int r = ty__codec_copy_sized(L, first, n, lt_ctx_get()->max_message, &bytes,
+                               err, sizeof err);
   int slot = 0;
   if (r > 0) {
     pack(L, n);

@@ -23,8 +23,8 @@
 
 #include "base/common.h"
 #include "codec.h"
+#include "lctx.h"
 #include "lfn.h"
-#include "lstate.h"
 
 #define BUCKETS 256
 

@@ -19,8 +19,10 @@
 
 #include "base/log.h"
 #include "lactor.h"
+#include "lexit.h"
 #include "lnames.h"
-#include "lrun.h"
+#include "lpreempt.h"
+#include "lsend.h"
 #include "lstate.h"
 
 static const char *kind_reason(int kind) {
@@ -190,7 +192,7 @@ static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   }
   for (uint32_t i = 0; i < r->links.n; i++)
     lt_send_raw_from(a->pid, r->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
-  if (la->is_main) lt_main_done(false, reason, rlen);
+  if (la->is_main) lt_ctx_get()->main_done(false, reason, rlen);
 }
 
 void lt_stuck_op(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
@@ -211,7 +213,7 @@ static void wake_caller(ty_actor *a, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
   if (la->wait != LT_W_CALL || !la->call_to) return;
-  if (ty_pid_alive(lt_g.rt, la->call_to)) return;
+  if (ty_pid_alive(lt_ctx_get()->rt, la->call_to)) return;
   lt_send_raw_from(la->call_to, a->pid, LT_REPLY_ERR, la->call_ref, "dead", 4);
 }
 

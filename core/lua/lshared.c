@@ -20,9 +20,10 @@
 #include "base/common.h"
 #include "codec.h"
 #include "lapi.h"
+#include "lctx.h"
 #include "lmem.h"
-#include "lrun.h"
 #include "lshared.h"
+#include "ltimer.h"
 #include "store/shtab.h"
 
 #define SHARED_MT "tycho.shared.table"
@@ -103,7 +104,7 @@ void lt_shared_run_end(void) {
 static ty_shnow now(void) {
   uint64_t real = ty__now_ns();
   ty_shnow n = {real, real};
-  if (lt_g.rt && ty_runtime_is_virtual(lt_g.rt))
+  if (lt_ctx_get()->rt && ty_runtime_is_virtual(lt_ctx_get()->rt))
     n.ttl = (uint64_t)(lt_now_s() * 1e9); /* tycho.test.clock() */
   return n;
 }
