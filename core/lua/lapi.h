@@ -43,11 +43,6 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
  * NULL when memory runs out. */
 lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
                               const char *fname);
-/* Publishes L's package.path/cpath to every worker when they changed since
- * L last did (lstate.c); every spawn request calls it. */
-void lt_note_paths(lua_State *L);
-/* The same, whether they changed or not (the start of a run). */
-void lt_publish_paths(lua_State *L);
 /* From a C API function: yield until a reply (LT_REPLY / LT_REPLY_ERR) with
  * `ref` arrives or timeout_ns passes (-1: never); the function's results are
  * then the reply's values, or nil + error token ("timeout" on timeout). */

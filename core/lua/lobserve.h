@@ -1,8 +1,8 @@
 /*
- * lobserve.h - observing a running node (lobserve.c, ltrace.c): what the
- * actors cost (resumes, CPU ticks), per-worker snapshots for
- * tycho.processes, tracebacks, and tracing. docs/architecture.md,
- * "Observing a running node".
+ * lobserve.h - observing a running node (lobserve.c; tracing is ltrace.h):
+ * what the actors cost (resumes, CPU ticks), per-worker snapshots for
+ * tycho.processes, tracebacks. docs/architecture.md, "Observing a running
+ * node".
  */
 #ifndef TY_LOBSERVE_H
 #define TY_LOBSERVE_H

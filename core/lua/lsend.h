@@ -33,7 +33,7 @@ extern _Thread_local bool lt_store_encode;
 /* Sends a reply (values at L[first..first+n)) or an error token. Raises
  * (fname in the message) when the values cannot be copied. Returns 0 (sent,
  * or its caller is gone), or LT_REPLY_NOMEM / LT_REPLY_LOST when memory
- * for it ran out (lactor.c, reply_nomem). */
+ * for it ran out (lsend.c, reply_nomem). */
 enum { LT_REPLY_NOMEM = 1, LT_REPLY_LOST = 2 };
 /* A worker's encoding buffer gives back what one big message grew it to
  * (past LT_BUF_KEEP): memory max_memory does not count, kept per worker

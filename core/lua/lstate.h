@@ -30,7 +30,11 @@ void lt_set_paths(lua_State *L, uint64_t *applied);
 /* Applies the published package paths to L if they are newer than
  * *applied (before an actor starts, before a pool job runs). */
 void lt_sync_paths(lua_State *L, uint64_t *applied);
-/* lt_note_paths (declared in lapi.h) publishes a state's paths. */
+/* Publishes L's package.path/cpath to every worker when they changed since
+ * L last did (lstate.c); every spawn request calls it. */
+void lt_note_paths(lua_State *L);
+/* The same, whether they changed or not (the start of a run). */
+void lt_publish_paths(lua_State *L);
 /* The next lt_state_init on this thread borrows L instead of creating a
  * state (tycho.run: the calling thread serves as worker 0, lrun.c). */
 void lt_state_borrow(lua_State *L);
