@@ -231,9 +231,9 @@ static int start_actor(lt_actor *la) {
     } else if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) {
       return -1;
     }
-    int n = la->spawn_len ? ty__codec_decode(co, la->spawn, la->spawn_len, err,
-                                             sizeof err)
-                          : 0;
+    int n = la->spawn_len
+                ? lt_codec_decode(co, la->spawn, la->spawn_len, err, sizeof err)
+                : 0;
     drop_spawn(la); /* no longer needed: keep actors small */
     if (n < 0) {
       lua_pushfstring(co, "tycho.spawn: bad spawn request (%s)", err);
@@ -241,7 +241,7 @@ static int start_actor(lt_actor *la) {
     }
     return n;
   }
-  int n = ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
+  int n = lt_codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
   if (n < 1 || luaL_loadfile(co, lua_tostring(co, 1))) {
     if (n < 1) lua_pushfstring(co, "tycho: bad main request (%s)", err);
     return -1;

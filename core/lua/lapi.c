@@ -105,8 +105,8 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
     if (lw) ty__buf_reset(b);
     else ty__buf_init(b);
     char err[256];
-    if (ty__codec_encode(L, first, top - first + 1, b,
-                         lt_ctx_get()->max_message, err, sizeof err)) {
+    if (lt_codec_encode(L, first, top - first + 1, b, lt_ctx_get()->max_message,
+                        err, sizeof err)) {
       if (!lw) ty__buf_free(b);
       luaL_error(L, "tycho.%s: %s", fname, err);
     }
@@ -118,7 +118,7 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
   }
   lt_actor *la = lt_actor_new();
   if (!la) {
-    if (args) ty__codec_release(args, len);
+    if (args) lt_codec_release(args, len);
     ty__free(args, len);
     return NULL;
   }
@@ -163,7 +163,7 @@ static int l_spawn(lua_State *L) {
   ty_pid pid;
   int rc = ty_spawn(lt_ctx_get()->rt, la, &pid);
   if (rc) {
-    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     if (rc == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.spawn: the actor table is full");

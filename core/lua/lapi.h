@@ -55,12 +55,4 @@ int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
 
 /* Adds spawn, send, recv, call... to the table on top of L. */
 void lt_open_api(lua_State *L);
-/* Until core/cmd/module.c includes their own headers (lchild.h, lglobals.h,
- * llog.h, lproc.h, lserve.h, ltimer.h): the other openers. */
-void lt_open_proc(lua_State *L);
-void lt_open_child(lua_State *L);
-void lt_open_globals(lua_State *L);
-void lt_open_timer(lua_State *L);
-void lt_open_log(lua_State *L);
-void lt_open_serve(lua_State *L);
 #endif

@@ -61,7 +61,7 @@ static int l_spawn_child(lua_State *L) {
   int r = ty_spawn_hook(lt_ctx_get()->rt, la, &pid, name ? register_name : NULL,
                         (void *)name);
   if (r) {
-    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     if (r == -EEXIST) return lt_push_fail(L, "taken");
     if (r == -ENOMEM) return lt_push_fail(L, "nomem");

@@ -43,7 +43,7 @@ static inline bool lt_msg_direct(const ty_msg *m) {
 static inline int lt_msg_values(lua_State *L, ty_msg *m, char *err,
                                 size_t errlen) {
   if (lt_msg_direct(m)) return lt_direct_push(L, m);
-  return ty__codec_decode(L, m->data, m->len, err, errlen);
+  return lt_codec_decode(L, m->data, m->len, err, errlen);
 }
 /* Direct messages whose values wait on this worker (specs look). */
 int lt_direct_count(void);

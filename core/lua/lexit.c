@@ -26,9 +26,9 @@ static void send_notice(ty_pid to, const char *tag, ty_pid pid,
                         const char *reason, size_t rlen) {
   ty__buf *b = &lt_worker_get()->buf;
   ty__buf_reset(b);
-  if (ty__codec_put_string(b, tag, strlen(tag)) ||
-      ty__codec_put_number(b, (double)pid) ||
-      ty__codec_put_string(b, reason, rlen))
+  if (lt_codec_put_string(b, tag, strlen(tag)) ||
+      lt_codec_put_number(b, (double)pid) ||
+      lt_codec_put_string(b, reason, rlen))
     return; /* out of memory: nothing sensible to send */
   lt_send_raw(to, LT_MSG, 0, b->data, b->len);
 }
@@ -118,7 +118,7 @@ int lt_on_return(ty_actor *a, lt_actor *la) {
     char err[256];
     int n = lua_gettop(la->co);
     ty__buf_reset(&lw->buf);
-    if (ty__codec_encode(la->co, 1, n, &lw->buf, SIZE_MAX, err, sizeof err)) {
+    if (lt_codec_encode(la->co, 1, n, &lw->buf, SIZE_MAX, err, sizeof err)) {
       char msg[300];
       snprintf(msg, sizeof msg, "tycho.run: cannot return the results: %s",
                err);
@@ -301,7 +301,7 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
   /* Handles (connections, listeners) in a request that never started, or
    * in a message whose decoding raised, would never be taken: close them
    * (a handle taken already is not taken twice: ltcp_transit.c). */
-  if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+  if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
   if (la->inflight) lt_msg_release(la->inflight);
   lt_actor_free(la);
 }

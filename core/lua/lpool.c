@@ -321,7 +321,7 @@ static int prepare(lua_State *L) {
   lua_settop(L, 0);
   lt_sync_paths(L, &t->paths_version); /* published by the submitter */
   char err[256] = "no function";
-  int n = ty__codec_decode(L, j->data, j->len, err, sizeof err);
+  int n = lt_codec_decode(L, j->data, j->len, err, sizeof err);
   if (n < 2) return luaL_error(L, "tycho.blocking: bad request (%s)", err);
   if (j->kind == LP_BYTECODE) load_bytecode(L, t);
   else find_named(L, t);
@@ -342,8 +342,8 @@ static void reply_values(lp_job *j, lp_thread *t, int first) {
   lua_State *L = t->L;
   char err[256];
   ty__buf_reset(&t->buf);
-  if (ty__codec_encode(L, first, lua_gettop(L) - first + 1, &t->buf,
-                       lt_ctx_get()->max_message, err, sizeof err)) {
+  if (lt_codec_encode(L, first, lua_gettop(L) - first + 1, &t->buf,
+                      lt_ctx_get()->max_message, err, sizeof err)) {
     char msg[320];
     snprintf(msg, sizeof msg, "tycho.blocking: cannot return the results: %s",
              err);
@@ -429,7 +429,7 @@ static void run_resolve(lp_job *j, lp_thread *t) {
   inet_ntop(res->ai_family, src, addr, sizeof addr);
   freeaddrinfo(res);
   ty__buf_reset(&t->buf); /* encoded in C: no Lua work to fail here */
-  if (ty__codec_put_string(&t->buf, addr, strlen(addr))) {
+  if (lt_codec_put_string(&t->buf, addr, strlen(addr))) {
     send_error(j, "memory");
     return;
   }
@@ -485,11 +485,11 @@ static ty__buf *encode_request(lua_State *L, int top) {
   } else {
     lua_pushvalue(L, 1);
     lua_pushnil(L);
-    ty__codec_encode(L, top + 1, 2, b, SIZE_MAX, err, sizeof err);
+    lt_codec_encode(L, top + 1, 2, b, SIZE_MAX, err, sizeof err);
     lua_settop(L, top);
   }
-  if (top >= 2 && ty__codec_encode(L, 2, top - 1, b, lt_ctx_get()->max_message,
-                                   err, sizeof err))
+  if (top >= 2 && lt_codec_encode(L, 2, top - 1, b, lt_ctx_get()->max_message,
+                                  err, sizeof err))
     luaL_error(L, "tycho.blocking: %s", err);
   return b;
 }

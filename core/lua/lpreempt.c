@@ -184,9 +184,9 @@ static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   lt_names_drop_pid(a->pid); /* first, as in lexit.c: a restart finds it free */
   lt_grave_add(wid, a->pid, reason, rlen);
   ty__buf_reset(b);
-  if (!ty__codec_put_string(b, "DOWN", 4) &&
-      !ty__codec_put_number(b, (double)a->pid) &&
-      !ty__codec_put_string(b, reason, rlen)) {
+  if (!lt_codec_put_string(b, "DOWN", 4) &&
+      !lt_codec_put_number(b, (double)a->pid) &&
+      !lt_codec_put_string(b, reason, rlen)) {
     for (uint32_t i = 0; i < r->monitors.n; i++)
       lt_send_raw_from(a->pid, r->monitors.v[i], LT_MSG, 0, b->data, b->len);
   }

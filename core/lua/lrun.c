@@ -447,7 +447,7 @@ static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
     return lua_error(L);
   }
   char err[256];
-  int n = ty__codec_decode(L, data, len, err, sizeof err);
+  int n = lt_codec_decode(L, data, len, err, sizeof err);
   free(data);
   if (n < 0) return luaL_error(L, "tycho.run: bad results: %s", err);
   return n;
@@ -543,7 +543,7 @@ static int l_run_file(lua_State *L) {
   ty__buf b;
   ty__buf_init(&b);
   char err[256];
-  if (ty__codec_encode(L, 1, lua_gettop(L), &b, SIZE_MAX, err, sizeof err)) {
+  if (lt_codec_encode(L, 1, lua_gettop(L), &b, SIZE_MAX, err, sizeof err)) {
     ty__buf_free(&b);
     lt_actor_free(la);
     return luaL_error(L, "tycho: %s", err);
@@ -589,7 +589,7 @@ static int l_shutdown_done(lua_State *L) {
   ty__buf b;
   ty__buf_init(&b);
   char err[64];
-  if (ty__codec_encode(L, 1, 2, &b, SIZE_MAX, err, sizeof err))
+  if (lt_codec_encode(L, 1, 2, &b, SIZE_MAX, err, sizeof err))
     return luaL_error(L, "tycho: %s", err);
   lt_stop_done(ok, (const char *)b.data, b.len);
   ty__buf_free(&b);
@@ -614,7 +614,7 @@ static int l_spawn_at(lua_State *L) {
   ty_pid pid;
   int err = ty_spawn_at(lt_ctx_get()->rt, (unsigned)w - 1, la, &pid);
   if (err == -EHOSTDOWN) { /* declared stuck: spawn elsewhere, or later */
-    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     return lt_push_fail(L, "stuck");
   }

@@ -11,10 +11,6 @@
 #include "lctx.h"
 #include "sched/ty.h"
 
-/* The context under its old name, for the folders above core/lua until
- * they name lt_ctx_get() (one mechanical change). */
-#define lt_g (*lt_ctx_get())
-
 /* The main actor's outcome, for tycho.run (any thread, once). */
 void lt_main_done(bool ok, const char *data, size_t len);
 /* Asks a running tycho.run to stop (async-signal-safe). */

@@ -12,9 +12,6 @@
 
 #include "lsend.h"
 
-_Thread_local bool lt_remote_encode;
-_Thread_local bool lt_store_encode;
-
 /* ---- the one path ------------------------------------------------------- */
 
 /* Over remote_max (set by the cluster from NATS's max_payload): the text
@@ -43,10 +40,9 @@ int lt_msg_make(lua_State *L, ty_pid to, bool remote, int first, int n,
   }
   remote = remote || (to && ty_pid_remote(lw->ctx->rt, to));
   ty__buf_reset(&lw->buf);
-  lt_remote_encode = remote; /* the codec's hooks read it (ltcp_transit.c) */
-  int r = ty__codec_encode(L, first, n, &lw->buf, lw->ctx->max_message, err,
-                           errlen);
-  lt_remote_encode = false;
+  int r = lt_codec_encode_to(L, first, n, &lw->buf, lw->ctx->max_message,
+                             remote ? LT_CODEC_TO_NODE : LT_CODEC_TO_HERE, err,
+                             errlen);
   if (r || (remote && too_big(lw->buf.len, err, errlen))) {
     return -1;
   }
@@ -131,8 +127,8 @@ void lt_send_values(lua_State *L, int n, ty_pid to) {
   lt_worker *lw = lt_worker_get();
   char err[256];
   ty__buf_reset(&lw->buf);
-  if (ty__codec_encode(L, lua_gettop(L) - n + 1, n, &lw->buf, SIZE_MAX, err,
-                       sizeof err) == 0)
+  if (lt_codec_encode(L, lua_gettop(L) - n + 1, n, &lw->buf, SIZE_MAX, err,
+                      sizeof err) == 0)
     lt_send_raw(to, LT_MSG, 0, lw->buf.data, lw->buf.len);
   lua_pop(L, n);
 }
@@ -141,9 +137,9 @@ void lt_send_down(ty_pid watcher, ty_pid target, const char *reason,
                   size_t len) {
   ty__buf b;
   ty__buf_init(&b);
-  if (ty__codec_put_string(&b, "DOWN", 4) == 0 &&
-      ty__codec_put_number(&b, (double)target) == 0 &&
-      ty__codec_put_string(&b, reason, len) == 0) {
+  if (lt_codec_put_string(&b, "DOWN", 4) == 0 &&
+      lt_codec_put_number(&b, (double)target) == 0 &&
+      lt_codec_put_string(&b, reason, len) == 0) {
     ty_msg *m = ty_msg_try_new(b.len);
     if (!m) goto out; /* out of memory: the watcher is not told */
     memcpy(m->data, b.data, b.len);

@@ -22,13 +22,6 @@ int lt_msg_make(lua_State *L, ty_pid to, bool remote, int first, int n,
  * "tycho.<fname>: ..." when the values cannot be copied; NULL when memory
  * runs out. */
 ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname);
-/* Read by the codec's hooks during an encode (core/net/ltcp_transit.c): the
- * encode is lt_msg_make's for another node (a tcp connection cannot leave
- * this process), or tycho.shared.table's for a value it stores (nor can it
- * be stored). Set and cleared around the encode by lt_msg_make and
- * lshared.c only. */
-extern _Thread_local bool lt_remote_encode;
-extern _Thread_local bool lt_store_encode;
 
 /* Sends a reply (values at L[first..first+n)) or an error token. Raises
  * (fname in the message) when the values cannot be copied. Returns 0 (sent,

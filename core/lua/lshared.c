@@ -144,10 +144,8 @@ static const char *check_key(lua_State *L, int idx, size_t *len) {
 static void encode_in(lua_State *L, int idx, ty_shtab *t, ty__buf *b) {
   char err[256];
   ty__buf_reset(b);
-  lt_store_encode = true;
-  int rc =
-      ty__codec_encode(L, idx, 1, b, ty_shtab_capacity(t), err, sizeof err);
-  lt_store_encode = false;
+  int rc = lt_codec_encode_to(L, idx, 1, b, ty_shtab_capacity(t),
+                              LT_CODEC_TO_STORE, err, sizeof err);
   if (rc) luaL_error(L, "shared table: %s", err);
 }
 
@@ -187,7 +185,7 @@ static int push_val(lua_State *L, const ty_shval *v, ty__buf *b) {
     n = 2;
     break;
   default:
-    if (ty__codec_decode(L, v->data, v->len, err, sizeof err) != 1) n = -1;
+    if (lt_codec_decode(L, v->data, v->len, err, sizeof err) != 1) n = -1;
   }
   buf_give(b);
   if (n < 0) return luaL_error(L, "shared table: a bad value: %s", err);

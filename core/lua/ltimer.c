@@ -46,8 +46,8 @@ static int start_timer(lua_State *L, const char *fname, bool repeat) {
   m->kind = LT_MSG;
   m->to = to;
   m->aux = atom;
-  if (repeat && ty__codec_has_handles(m->data, m->len)) {
-    ty__codec_release(m->data, m->len);
+  if (repeat && lt_codec_has_handles(m->data, m->len)) {
+    lt_codec_release(m->data, m->len);
     ty_msg_free(m);
     return luaL_error(L,
                       "tycho.%s: a connection can move only once, so it "
@@ -58,7 +58,7 @@ static int start_timer(lua_State *L, const char *fname, bool repeat) {
   uint64_t ns = (uint64_t)(s * 1e9);
   int64_t id = ty_timer_send(owner_of(c), m, ns, repeat ? ns : 0);
   if (id < 0) {
-    ty__codec_release(m->data, m->len);
+    lt_codec_release(m->data, m->len);
     ty_msg_free(m);
     return luaL_error(L, "tycho.%s: too many timers on this worker", fname);
   }

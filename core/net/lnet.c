@@ -139,7 +139,8 @@ ty_actor *lt_net_actor(lua_State *L, const char *fname) {
 int lt_net_rewait(ty_actor *a, lt_actor *la) {
   int64_t left = -1;
   if (la->deadline_ns) {
-    uint64_t now = ty_runtime_now_ns(lt_g.rt); /* as lt_wait_for set it */
+    uint64_t now =
+        ty_runtime_now_ns(lt_ctx_get()->rt); /* as lt_wait_for set it */
     left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
   }
   ty_actor_wait(a, left, UINT64_MAX);
@@ -298,7 +299,7 @@ static int l_io_available(lua_State *L) {
 }
 
 void lt_open_net(lua_State *L) {
-  ty__codec_set_hooks(&lt_tcp_hooks);
+  lt_codec_set_hooks(&lt_tcp_hooks);
   lt_tcp_push(L);
   lua_setfield(L, -2, "tcp");
   lua_pushcfunction(L, lt_tls_l_config);
