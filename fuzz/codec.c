@@ -53,7 +53,7 @@ static bool find_table_key(lua_State *L, int b, int k, int v, int depth) {
 
 static bool tab_eq(lua_State *L, int a, int b, int depth) {
   bool ok = true;
-  if (depth > 2 * TY_CODEC_MAX_DEPTH) return false;
+  if (depth > 2 * LT_CODEC_MAX_DEPTH) return false;
   if (count_keys(L, a) != count_keys(L, b)) return false;
   lua_pushnil(L);
   while (ok && lua_next(L, a)) {
@@ -92,14 +92,14 @@ static void check_chunk(lua_State *L, int first, int m) {
   int top = lua_gettop(L);
   ty__buf_init(&b);
   err[0] = 0;
-  int rc = ty__codec_encode(L, first, m, &b, SIZE_MAX, err, sizeof(err));
+  int rc = lt_codec_encode(L, first, m, &b, SIZE_MAX, err, sizeof(err));
   if (rc) fprintf(stderr, "fuzz_codec: encode: %s\n", err);
   REQUIRE(rc == 0);
   REQUIRE(lua_gettop(L) == top);
-  rc = ty__codec_decode(L, b.data, b.len, err, sizeof(err));
+  rc = lt_codec_decode(L, b.data, b.len, err, sizeof(err));
   if (rc != m) fprintf(stderr, "fuzz_codec: decode again: %s\n", err);
   REQUIRE(rc == m);
-  rc = ty__codec_copy(L, first, m, SIZE_MAX, err, sizeof(err));
+  rc = lt_codec_copy(L, first, m, SIZE_MAX, err, sizeof(err));
   if (rc != m) fprintf(stderr, "fuzz_codec: copy: %s\n", err);
   REQUIRE(rc == m);
   for (int i = 0; i < m; i++) {
@@ -131,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lua_State *L = luaL_newstate();
   REQUIRE(L != NULL);
   lua_State *T = lua_newthread(L);
-  int n = ty__codec_decode(T, (const char *)data, size, err, sizeof(err));
+  int n = lt_codec_decode(T, (const char *)data, size, err, sizeof(err));
   if (n < 0) REQUIRE(lua_gettop(T) == 0 && err[0] != '\0');
   else check_values(L, T, n);
   lua_close(L);

@@ -386,8 +386,8 @@ static void do_whereis(job *j) {
   ty_pid pid = s == NATS_OK ? strtoull(val, NULL, 10) : 0;
   ty__buf b;
   ty__buf_init(&b);
-  if (owner_alive(pid)) ty__codec_put_number(&b, (double)pid);
-  else ty__codec_put_nil(&b);
+  if (owner_alive(pid)) lt_codec_put_number(&b, (double)pid);
+  else lt_codec_put_nil(&b);
   reply(j->caller, j->ref, LT_REPLY, b.data, b.len);
   ty__buf_free(&b);
 }

@@ -53,10 +53,10 @@ void lc_send_values(lc_gw *g, ty_pid to, ty_pid from, const char *tag,
                     const double *num, const char *s1, const char *s2) {
   ty__buf *b = &g->scratch;
   ty__buf_reset(b);
-  int err = ty__codec_put_string(b, tag, strlen(tag));
-  if (num) err |= ty__codec_put_number(b, *num);
-  if (s1) err |= ty__codec_put_string(b, s1, strlen(s1));
-  if (s2) err |= ty__codec_put_string(b, s2, strlen(s2));
+  int err = lt_codec_put_string(b, tag, strlen(tag));
+  if (num) err |= lt_codec_put_number(b, *num);
+  if (s1) err |= lt_codec_put_string(b, s1, strlen(s1));
+  if (s2) err |= lt_codec_put_string(b, s2, strlen(s2));
   if (err) ty__die("out of memory");
   lc_send_local(g, to, from, LT_MSG, 0, num ? LT_AUX_DOWN : 0, b->data, b->len);
 }

@@ -168,7 +168,7 @@ static bool join(lua_State *L, ty_config *cfg) {
 static void start(ty_runtime *rt) {
   lc_sh.rt = rt;
   /* relaxed: the workers start after this (pthread_create orders it). */
-  atomic_store_explicit(&lt_g.remote_max, lc_gw_max_message(),
+  atomic_store_explicit(&lt_ctx_get()->remote_max, lc_gw_max_message(),
                         memory_order_relaxed);
   set_active(true);
   lc_gw_start(rt);
@@ -178,7 +178,7 @@ static void start(ty_runtime *rt) {
 static void stop(void) {
   set_active(false); /* workers still run: they see a node alone now */
   /* relaxed: a limit checked at send; a stale one is harmless. */
-  atomic_store_explicit(&lt_g.remote_max, 0, memory_order_relaxed);
+  atomic_store_explicit(&lt_ctx_get()->remote_max, 0, memory_order_relaxed);
   lc_gw_stop();
   lc_ctl_stop();
 }
@@ -195,7 +195,7 @@ static void to_gateway(uint32_t kind, uint64_t aux, uint64_t ref,
   m->kind = kind;
   m->aux = aux;
   m->ref = ref;
-  if (ty_port_send(lt_g.rt, m)) ty_msg_free(m);
+  if (ty_port_send(lt_ctx_get()->rt, m)) ty_msg_free(m);
 }
 
 static void actor_exit(ty_pid pid) {
@@ -226,7 +226,7 @@ static const char *service_name(lua_State *L, int idx, const char *fname) {
  * for the whole outage. The job keeps the same deadline, past which the
  * control thread skips it (its caller has stopped waiting). */
 static int64_t kv_wait_ns(void) {
-  double s = lt_g.call_timeout > 0 ? lt_g.call_timeout : 5.0;
+  double s = lt_ctx_get()->call_timeout > 0 ? lt_ctx_get()->call_timeout : 5.0;
   return (int64_t)(s * 1e9);
 }
 
@@ -343,10 +343,11 @@ static int l_register_global(lua_State *L) {
   const char *name = global_name(L, "register_global");
   ty_pid pid = lua_isnoneornil(L, 2) ? lt_self_pid(c)
                                      : lt_check_dest(L, 2, "register_global");
-  if (pid && ty_pid_remote(lt_g.rt, pid))
+  if (pid && ty_pid_remote(lt_ctx_get()->rt, pid))
     return luaL_error(L, "tycho.register_global: the pid is an actor of "
                          "another node; register it there");
-  if (!pid || !ty_pid_alive(lt_g.rt, pid)) return lt_push_fail(L, "noproc");
+  if (!pid || !ty_pid_alive(lt_ctx_get()->rt, pid))
+    return lt_push_fail(L, "noproc");
   uint64_t ref = lt_new_ref();
   int64_t wait = kv_wait_ns();
   if (lc_kv_submit(LC_KV_REGISTER, name, pid, lt_self_pid(c), ref,
@@ -426,6 +427,6 @@ static const luaL_Reg funcs[] = {{"node", l_node},
                                  {NULL, NULL}};
 
 void lc_open_cluster(lua_State *L) {
-  lt_g.cluster = &hooks;
+  lt_ctx_get()->cluster = &hooks;
   luaL_register(L, NULL, funcs);
 }

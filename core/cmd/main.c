@@ -249,13 +249,13 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else if (!strcmp(a, "--workers") && i + 1 < argc) {
-      lt_g.workers = (unsigned)parse_workers(argv[++i]);
+      lt_ctx_get()->workers = (unsigned)parse_workers(argv[++i]);
     } else if (!strncmp(a, "--workers=", 10)) {
-      lt_g.workers = (unsigned)parse_workers(a + 10);
+      lt_ctx_get()->workers = (unsigned)parse_workers(a + 10);
     } else if (!strcmp(a, "--io") && i + 1 < argc) {
-      lt_g.io = parse_io(argv[++i]);
+      lt_ctx_get()->io = parse_io(argv[++i]);
     } else if (!strncmp(a, "--io=", 5)) {
-      lt_g.io = parse_io(a + 5);
+      lt_ctx_get()->io = parse_io(a + 5);
     } else if (!strcmp(a, "--log-level") && i + 1 < argc) {
       log_level = parse_level(argv[++i]);
     } else if (!strncmp(a, "--log-level=", 12)) {
@@ -265,11 +265,11 @@ int main(int argc, char **argv) {
     } else if (!strncmp(a, "--log-format=", 13)) {
       log_json = parse_format(a + 13);
     } else if (!strcmp(a, "--max-slice") && i + 1 < argc) {
-      lt_g.max_slice = parse_seconds(a, argv[++i], 0.01);
+      lt_ctx_get()->max_slice = parse_seconds(a, argv[++i], 0.01);
     } else if (!strcmp(a, "--stop-timeout") && i + 1 < argc) {
-      lt_g.stop_timeout = parse_seconds(a, argv[++i], 0);
+      lt_ctx_get()->stop_timeout = parse_seconds(a, argv[++i], 0);
     } else if (!strcmp(a, "--shutdown-timeout") && i + 1 < argc) {
-      lt_g.shutdown_timeout = parse_seconds(a, argv[++i], 0);
+      lt_ctx_get()->shutdown_timeout = parse_seconds(a, argv[++i], 0);
     } else if ((!strcmp(a, "--node") || !strcmp(a, "--nats") ||
                 !strcmp(a, "--cluster")) &&
                i + 1 < argc) {
@@ -282,9 +282,9 @@ int main(int argc, char **argv) {
     } else if (!strncmp(a, "--cluster=", 10)) {
       cluster_option("cluster", a + 10);
     } else if (!strcmp(a, "--observe") && i + 1 < argc) {
-      lt_g.observe = argv[++i];
+      lt_ctx_get()->observe = argv[++i];
     } else if (!strncmp(a, "--observe=", 10)) {
-      lt_g.observe = a + 10;
+      lt_ctx_get()->observe = a + 10;
     } else if (!strcmp(a, "--observe-token") && i + 1 < argc) {
       /* The launcher's helper reads it there (lua/tycho/launch.lua); no
        * thread runs yet, so setenv is safe. */
@@ -304,9 +304,9 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  lt_g.argc = argc - i;
-  lt_g.argv = argv + i;
-  lt_g.opener = luaopen_tycho_core;
+  lt_ctx_get()->argc = argc - i;
+  lt_ctx_get()->argv = argv + i;
+  lt_ctx_get()->opener = luaopen_tycho_core;
 
   install_signals();
 
@@ -348,7 +348,7 @@ int main(int argc, char **argv) {
   }
   lua_close(L);
   ty__log_flush(2000);
-  if (lt_g.left_behind) {
+  if (lt_ctx_get()->left_behind) {
     /* A thread still runs code that never returns (README, "Runaway
      * actors"): exit without the atexit work (leak checkers would walk
      * memory that thread still owns). */

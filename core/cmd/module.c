@@ -11,13 +11,19 @@
 
 #include "cluster/lcluster.h"
 #include "lua/lapi.h"
+#include "lua/lchild.h"
+#include "lua/lglobals.h"
+#include "lua/llog.h"
 #include "lua/lmetrics.h"
 #include "lua/lobserve.h"
 #include "lua/lpool.h"
 #include "lua/lpreload.h"
+#include "lua/lproc.h"
 #include "lua/lrandom.h"
 #include "lua/lrun.h"
+#include "lua/lserve.h"
 #include "lua/lshared.h"
+#include "lua/ltimer.h"
 #include "module.h"
 #include "net/lhttp.h"
 #include "net/lnet.h"
@@ -40,8 +46,8 @@ static void pin_module(void) {
 int luaopen_tycho_core(lua_State *L) {
   /* This copy of the core answers require "tycho.core" in the worker and
    * pool states too (lt_set_paths). */
-  if (!lt_g.opener) {
-    lt_g.opener = luaopen_tycho_core;
+  if (!lt_ctx_get()->opener) {
+    lt_ctx_get()->opener = luaopen_tycho_core;
     pin_module();
     lt_random_seed_state(L, 0, false); /* the caller's state */
   }

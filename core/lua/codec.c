@@ -72,8 +72,8 @@ typedef struct walk {
   size_t max; /* byte limit of the encoding */
   char *err;
   size_t errlen;
-  const void *open[TY_CODEC_MAX_DEPTH]; /* tables on the current path */
-  seg path[TY_CODEC_MAX_DEPTH];         /* path[d]: step to depth d + 1 */
+  const void *open[LT_CODEC_MAX_DEPTH]; /* tables on the current path */
+  seg path[LT_CODEC_MAX_DEPTH];         /* path[d]: step to depth d + 1 */
 } walk;
 
 typedef struct sbuf {
@@ -190,7 +190,7 @@ static int walk_enter(walk *w, int idx, int depth) {
   const void *t = lua_topointer(w->L, idx);
   for (int d = 0; d < depth; d++)
     if (w->open[d] == t) return walk_fail(w, depth, "cannot copy a cycle");
-  if (depth >= TY_CODEC_MAX_DEPTH)
+  if (depth >= LT_CODEC_MAX_DEPTH)
     return walk_fail(w, depth,
                      "cannot copy tables nested deeper than " DEPTH_STR
                      " levels");
@@ -224,19 +224,20 @@ typedef struct enc {
   size_t start; /* buf->len when the encode began */
   size_t lim;   /* min(cap, start + max): one compare per write */
   int handles;  /* userdata the hooks took; they hear how the encode ends */
+  int to;       /* LT_CODEC_TO_*: where the encoding goes (for the hooks) */
 } enc;
 
 /* ---- handles: userdata that travel as tokens (see codec.h) ---------------- */
 
 /* acquire/release: the hooks struct is fully built before it is published;
  * every state of the process installs the same one. */
-static _Atomic(const ty__codec_hooks *) g_hooks;
+static _Atomic(const lt_codec_hooks *) g_hooks;
 
-void ty__codec_set_hooks(const ty__codec_hooks *h) {
+void lt_codec_set_hooks(const lt_codec_hooks *h) {
   atomic_store_explicit(&g_hooks, h, memory_order_release);
 }
 
-const ty__codec_hooks *ty__codec_hooks_get(void) {
+const lt_codec_hooks *lt_codec_hooks_get(void) {
   return atomic_load_explicit(&g_hooks, memory_order_acquire);
 }
 
@@ -244,12 +245,12 @@ static inline uint8_t *enc_put(enc *e, size_t need);
 
 /* A userdata: 0 written as a handle, 1 not a handle, -1 failed. */
 static int enc_handle(enc *e, int idx, int depth) {
-  const ty__codec_hooks *h = ty__codec_hooks_get();
+  const lt_codec_hooks *h = lt_codec_hooks_get();
   uint64_t token;
   char msg[160];
   if (!h) return 1;
   msg[0] = 0;
-  int r = h->encode(e->w.L, idx, &token, msg, sizeof msg);
+  int r = h->encode(e->w.L, idx, e->to, &token, msg, sizeof msg);
   if (r > 0) return 1;
   if (r < 0) return walk_fail(&e->w, depth, msg);
   e->handles++;
@@ -326,7 +327,7 @@ static int enc_string(enc *e, int idx) {
 }
 
 /* Values built in C, for threads without a Lua state (codec.h). */
-int ty__codec_put_number(ty__buf *b, double d) {
+int lt_codec_put_number(ty__buf *b, double d) {
   int32_t i = 0;
   size_t n = num_size(d, &i);
   if (ty__buf_reserve(b, n)) return -1;
@@ -344,7 +345,7 @@ int ty__codec_put_number(ty__buf *b, double d) {
   return 0;
 }
 
-int ty__codec_put_string(ty__buf *b, const char *s, size_t len) {
+int lt_codec_put_string(ty__buf *b, const char *s, size_t len) {
   if (ty__buf_reserve(b, str_size(len))) return -1;
   uint8_t *p = (uint8_t *)b->data + b->len, *start = p;
   if (len <= SHORTSTR_MAX) {
@@ -454,9 +455,16 @@ static int enc_value(enc *e, int idx, int type, int depth) {
   }
 }
 
-int ty__codec_encode(lua_State *L, int first, int n, ty__buf *buf,
-                     size_t max_bytes, char *err, size_t errlen) {
+int lt_codec_encode(lua_State *L, int first, int n, ty__buf *buf,
+                    size_t max_bytes, char *err, size_t errlen) {
+  return lt_codec_encode_to(L, first, n, buf, max_bytes, LT_CODEC_TO_HERE, err,
+                            errlen);
+}
+
+int lt_codec_encode_to(lua_State *L, int first, int n, ty__buf *buf,
+                       size_t max_bytes, int to, char *err, size_t errlen) {
   enc e;
+  e.to = to;
   int top = lua_gettop(L);
   first = abs_index(L, first);
   walk_init(&e.w, L, max_bytes, err, errlen);
@@ -469,11 +477,11 @@ int ty__codec_encode(lua_State *L, int first, int n, ty__buf *buf,
     if (enc_value(&e, first + i, lua_type(L, first + i), 0) < 0) {
       lua_settop(L, top);
       buf->len = e.start;
-      if (e.handles) ty__codec_hooks_get()->done(L, false);
+      if (e.handles) lt_codec_hooks_get()->done(L, false);
       return -1;
     }
   }
-  if (e.handles) ty__codec_hooks_get()->done(L, true);
+  if (e.handles) lt_codec_hooks_get()->done(L, true);
   return 0;
 }
 
@@ -591,14 +599,14 @@ static int cp_table(cp *c, int src, int depth) {
   return cp_hash(c, src, t, depth, narr);
 }
 
-int ty__codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
-                   size_t errlen) {
+int lt_codec_copy(lua_State *L, int first, int n, size_t max_bytes, char *err,
+                  size_t errlen) {
   size_t bytes;
-  return ty__codec_copy_sized(L, first, n, max_bytes, &bytes, err, errlen);
+  return lt_codec_copy_sized(L, first, n, max_bytes, &bytes, err, errlen);
 }
 
-int ty__codec_copy_sized(lua_State *L, int first, int n, size_t max_bytes,
-                         size_t *bytes, char *err, size_t errlen) {
+int lt_codec_copy_sized(lua_State *L, int first, int n, size_t max_bytes,
+                        size_t *bytes, char *err, size_t errlen) {
   cp c;
   int top = lua_gettop(L);
   first = abs_index(L, first);
@@ -621,12 +629,12 @@ int ty__codec_copy_sized(lua_State *L, int first, int n, size_t max_bytes,
 
 /* ---- values written without a Lua state (more in the encoder above) ---- */
 
-int ty__codec_put_bool(ty__buf *b, bool v) {
+int lt_codec_put_bool(ty__buf *b, bool v) {
   uint8_t t = v ? TAG_TRUE : TAG_FALSE;
   return ty__buf_append(b, &t, 1);
 }
 
-int ty__codec_put_nil(ty__buf *b) {
+int lt_codec_put_nil(ty__buf *b) {
   uint8_t t = TAG_NIL;
   return ty__buf_append(b, &t, 1);
 }

@@ -80,7 +80,7 @@ static int dec_body(dec *d, int t, int depth, size_t narr, size_t nhash) {
 
 static int dec_table(dec *d, int depth, const uint8_t *at) {
   size_t narr, nhash;
-  if (depth >= TY_CODEC_MAX_DEPTH)
+  if (depth >= LT_CODEC_MAX_DEPTH)
     return dec_fail(d, "tables nested deeper than " DEPTH_STR " levels", at);
   if (dec_varint(d, &narr) < 0) return -1;
   if (dec_left(d) < 4) return dec_fail(d, "truncated table", at);
@@ -100,7 +100,7 @@ static int dec_table(dec *d, int depth, const uint8_t *at) {
 
 /* Without hooks the tag does not exist, as for every other reader. */
 static int dec_handle(dec *d, const uint8_t *at) {
-  const ty__codec_hooks *h = ty__codec_hooks_get();
+  const lt_codec_hooks *h = lt_codec_hooks_get();
   if (!h) return dec_fail(d, "bad tag", at);
   if (dec_left(d) < 8) return dec_fail(d, "truncated handle", at);
   uint64_t token = get_u32(d->p) | (uint64_t)get_u32(d->p + 4) << 32;
@@ -145,8 +145,8 @@ static int dec_value(dec *d, int depth) {
   }
 }
 
-int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
-                     size_t errlen) {
+int lt_codec_decode(lua_State *L, const char *data, size_t len, char *err,
+                    size_t errlen) {
   int top = lua_gettop(L), n = 0;
   if (err && errlen > 0) err[0] = '\0';
   if (len == 0) return 0;
@@ -179,7 +179,7 @@ int ty__codec_decode(lua_State *L, const char *data, size_t len, char *err,
 static int skip_value(dec *d, void (*drop)(uint64_t), size_t *handles,
                       int depth) {
   size_t len, narr, nhash;
-  if (d->p == d->end || depth > TY_CODEC_MAX_DEPTH) return -1;
+  if (d->p == d->end || depth > LT_CODEC_MAX_DEPTH) return -1;
   unsigned tag = *d->p++;
   if (tag >= TAG_FIXINT) return 0;
   if (tag >= TAG_SHORTSTR) len = tag - TAG_SHORTSTR;
@@ -222,11 +222,11 @@ static size_t walk_handles(const char *data, size_t len,
   return handles;
 }
 
-void ty__codec_release(const char *data, size_t len) {
-  const ty__codec_hooks *h = ty__codec_hooks_get();
+void lt_codec_release(const char *data, size_t len) {
+  const lt_codec_hooks *h = lt_codec_hooks_get();
   if (h && h->drop) walk_handles(data, len, h->drop);
 }
 
-bool ty__codec_has_handles(const char *data, size_t len) {
+bool lt_codec_has_handles(const char *data, size_t len) {
   return walk_handles(data, len, NULL) > 0;
 }

@@ -50,7 +50,7 @@ static inline bool is_null_sentinel(lua_State *L, int idx) {
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define DEPTH_STR STR(TY_CODEC_MAX_DEPTH)
+#define DEPTH_STR STR(LT_CODEC_MAX_DEPTH)
 
 /* ---- byte order: little-endian on the wire, free on little-endian hosts -- */
 
@@ -122,6 +122,6 @@ static inline int fail_msg(char *err, size_t errlen, const char *msg) {
 }
 
 /* The installed hooks, or NULL (codec.c). */
-const ty__codec_hooks *ty__codec_hooks_get(void);
+const lt_codec_hooks *lt_codec_hooks_get(void);
 
 #endif

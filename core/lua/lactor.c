@@ -15,12 +15,11 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "lactor.h"
-#include "lapi.h"
+#include "lco.h"
 #include "lguard.h"
-#include "lobserve.h"
 #include "lpreload.h"
-#include "lrun.h"
 #include "lstate.h"
+#include "ltick.h"
 
 #define MAX_OWED 1024 /* unanswered calls remembered per actor */
 
@@ -106,8 +105,6 @@ static void drop_spawn(lt_actor *la) {
   la->spawn_len = 0;
 }
 
-const lt_rare lt_rare_none = {.srv_err = LUA_NOREF};
-
 lt_rare *lt_rare_new(lt_actor *la) {
   lt_rare *r = ty__alloc(sizeof *r);
   memset(r, 0, sizeof *r);
@@ -180,106 +177,6 @@ lt_actor *lt_family_find(lt_actor *la, ty_pid pid) {
   return NULL;
 }
 
-/* ---- sending from C ----------------------------------------------------- */
-
-int lt_send_raw_from(ty_pid from, ty_pid to, uint32_t kind, uint64_t ref,
-                     const void *data, size_t len) {
-  ty_msg *m = ty_msg_try_new(len);
-  if (!m) return -ENOMEM; /* a notice or reply lost: its receiver times out */
-  if (len) memcpy(m->data, data, len);
-  m->to = to;
-  m->from = from; /* 0: ty_send fills in the running actor */
-  m->kind = kind;
-  m->ref = ref;
-  int r = ty_send(lt_g.rt, m);
-  if (r) ty_msg_free(m);
-  return r;
-}
-
-int lt_send_raw(ty_pid to, uint32_t kind, uint64_t ref, const void *data,
-                size_t len) {
-  return lt_send_raw_from(0, to, kind, ref, data, len);
-}
-
-void lt_buf_trim(ty__buf *b) {
-  if (b->cap <= LT_BUF_KEEP) return;
-  ty__buf_free(b);
-  ty__buf_init(b);
-}
-
-/* A reply that cannot be allocated (max_memory, ulimit -v) reaches its
- * caller as nil, "nomem", a message of a few bytes, rather than leaving it
- * to its timeout: LT_REPLY_NOMEM (the call answered), or LT_REPLY_LOST when
- * not even that could be allocated (the call stays owed: the caller gets
- * "dead" when the actor ends). */
-static int reply_nomem(ty_pid to, uint64_t ref) {
-  int r = lt_send_raw(to, LT_REPLY_ERR, ref, "nomem", 5);
-  return r == -ENOMEM ? LT_REPLY_LOST : LT_REPLY_NOMEM;
-}
-
-int lt_send_reply(lua_State *L, ty_pid to, uint64_t ref, int first, int n,
-                  const char *fname) {
-  ty_msg *m = lt_direct_new(L, to, first, n); /* a caller of this worker */
-  if (m) {
-    m->to = to;
-    m->kind = LT_REPLY;
-    m->ref = ref;
-    if (ty_send(lt_g.rt, m)) { /* it ended meanwhile: it times out */
-      lt_msg_release(m);
-      ty_msg_free(m);
-    }
-    return 0;
-  }
-  lt_worker *lw = lt_worker_get();
-  char err[256];
-  ty__buf_reset(&lw->buf);
-  bool remote = ty_pid_remote(lt_g.rt, to);
-  lt_remote_encode = remote;
-  int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
-                           sizeof err);
-  lt_remote_encode = false;
-  if (r && strstr(err, "out of memory")) return reply_nomem(to, ref);
-  if (r) return luaL_error(L, "tycho.%s: %s", fname, err);
-  lt_check_remote_size(L, remote, lw->buf.len, fname);
-  r = lt_send_raw(to, LT_REPLY, ref, lw->buf.data, lw->buf.len);
-  lt_buf_trim(&lw->buf);
-  return r == -ENOMEM ? reply_nomem(to, ref) : 0;
-}
-
-void lt_send_reply_err(ty_pid to, uint64_t ref, const char *token) {
-  lt_send_raw(to, LT_REPLY_ERR, ref, token, strlen(token));
-}
-
-void lt_send_values(lua_State *L, int n, ty_pid to) {
-  lt_worker *lw = lt_worker_get();
-  char err[256];
-  ty__buf_reset(&lw->buf);
-  if (ty__codec_encode(L, lua_gettop(L) - n + 1, n, &lw->buf, SIZE_MAX, err,
-                       sizeof err) == 0)
-    lt_send_raw(to, LT_MSG, 0, lw->buf.data, lw->buf.len);
-  lua_pop(L, n);
-}
-
-void lt_send_down(ty_pid watcher, ty_pid target, const char *reason,
-                  size_t len) {
-  ty__buf b;
-  ty__buf_init(&b);
-  if (ty__codec_put_string(&b, "DOWN", 4) == 0 &&
-      ty__codec_put_number(&b, (double)target) == 0 &&
-      ty__codec_put_string(&b, reason, len) == 0) {
-    ty_msg *m = ty_msg_try_new(b.len);
-    if (!m) goto out; /* out of memory: the watcher is not told */
-    memcpy(m->data, b.data, b.len);
-    m->to = watcher;
-    m->from = target;
-    m->kind = LT_MSG;
-    m->aux = LT_AUX_DOWN;
-    if (ty_send(lt_g.rt, m)) ty_msg_free(m);
-  }
-out:
-  ty__buf_free(&b);
-}
-
 /* ---- resources --------------------------------------------------------- */
 
 void lt_res_add(lt_actor *la, lt_res *r) {
@@ -334,9 +231,9 @@ static int start_actor(lt_actor *la) {
     } else if (lt_fn_push(co, la->fn, ty_worker_id(ty_worker_current()))) {
       return -1;
     }
-    int n = la->spawn_len ? ty__codec_decode(co, la->spawn, la->spawn_len, err,
-                                             sizeof err)
-                          : 0;
+    int n = la->spawn_len
+                ? lt_codec_decode(co, la->spawn, la->spawn_len, err, sizeof err)
+                : 0;
     drop_spawn(la); /* no longer needed: keep actors small */
     if (n < 0) {
       lua_pushfstring(co, "tycho.spawn: bad spawn request (%s)", err);
@@ -344,7 +241,7 @@ static int start_actor(lt_actor *la) {
     }
     return n;
   }
-  int n = ty__codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
+  int n = lt_codec_decode(co, la->spawn, la->spawn_len, err, sizeof err);
   if (n < 1 || luaL_loadfile(co, lua_tostring(co, 1))) {
     if (n < 1) lua_pushfstring(co, "tycho: bad main request (%s)", err);
     return -1;
@@ -355,38 +252,11 @@ static int start_actor(lt_actor *la) {
 
 /* ---- resuming ----------------------------------------------------------- */
 
-/* A reply that came after its call ended: dropped (out of line: rare, and
- * lt_take_msg is on every recv's path). */
-__attribute__((noinline, cold)) static void drop_late(ty_actor *a, ty_msg *prev,
-                                                      ty_msg *m) {
-  ty_mbox_remove(a, prev, m);
-  lt_msg_release(m);
-  ty_msg_free(m);
-}
-
-ty_msg *lt_take_msg(ty_actor *a) {
-  ty_msg *prev = NULL, *m = ty_mbox_first(a);
-  while (m) {
-    ty_msg *next = ty_mbox_next(m);
-    if (m->kind == LT_MSG || m->kind == LT_CALL) {
-      ty_mbox_remove(a, prev, m);
-      return m;
-    }
-    if (m->kind >= TY_MSG_SIGNAL) {
-      prev = m; /* left for process_signals */
-    } else {
-      drop_late(a, prev, m);
-    }
-    m = next;
-  }
-  return NULL;
-}
-
 /* Waits again for what la->wait describes, keeping the original deadline. */
 static int rewait(ty_actor *a, lt_actor *la, uint64_t ref) {
   int64_t left = -1;
   if (la->deadline_ns) {
-    uint64_t now = ty_runtime_now_ns(lt_g.rt); /* virtual time too */
+    uint64_t now = ty_runtime_now_ns(lt_ctx_get()->rt); /* virtual time too */
     left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
   }
   ty_actor_wait(a, left, ref);
@@ -397,28 +267,6 @@ static int push_timeout(lua_State *co) {
   lua_pushnil(co);
   lua_pushliteral(co, "timeout");
   return 2;
-}
-
-static int decode_into(lua_State *co, ty_msg *m) {
-  char err[256];
-  int n = lt_msg_values(co, m, err, sizeof err);
-  if (n < 0) {
-    lua_pushnil(co);
-    lua_pushfstring(co, "bad message: %s", err);
-    n = 2;
-  }
-  return n;
-}
-
-/* Decodes m onto L and frees it. A decode can raise (out of memory, or a
- * __gc metamethod run by the collector): la->inflight lets whoever catches
- * that free m. */
-int lt_decode_msg(lua_State *L, lt_actor *la, ty_msg *m) {
-  la->inflight = m;
-  int n = decode_into(L, m);
-  la->inflight = NULL;
-  ty_msg_free(m);
-  return n;
 }
 
 /* The next ordinary message for recv; a call is remembered as owed until it
@@ -432,7 +280,8 @@ static int wake_recv(lua_State *L, ty_actor *a, lt_actor *la) {
   if (m->kind == LT_CALL) lt_owed_push(la, m->from, m->ref);
   ty_pid from = m->from;
   int n = lt_decode_msg(L, la, m);
-  if (ty__unlikely(la->trace & LT_TR_RECV)) lt_trace_in(L, la, from, n);
+  if (ty__unlikely(la->trace & LT_TR_RECV))
+    lt_worker_get()->life->trace_in(L, la, from, n);
   return n;
 }
 
@@ -508,7 +357,7 @@ static int run(ty_actor *a, lt_actor *la, lt_worker *lw) {
     nargs = start_actor(la);
     if (nargs < 0) return RUN_START_FAILED;
   } else if (la->wait == LT_W_SERVE) {
-    nargs = lt_serve_wake(a, la);
+    nargs = lw->life->serve_wake(a, la);
     if (nargs < 0) return RUN_WAIT;
   } else {
     nargs = wake_args(la->co, a, la);
@@ -537,9 +386,9 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
   /* Signals first, even before the start: a kill sent to a spawn request
    * must not let it run. */
   if (a->mbox.signals) {
-    ty_msg *kill = lt_process_signals(a, la);
+    ty_msg *kill = lw->life->process_signals(a, la);
     if (kill) {
-      int r = lt_end_by_signal(a, la, kill);
+      int r = lw->life->end_by_signal(a, la, kill);
       ty_msg_free(kill);
       return r;
     }
@@ -556,21 +405,21 @@ __attribute__((always_inline)) static inline int resume_actor(ty_actor *a,
   if (st != RUN_START_FAILED &&
       ty__unlikely(atomic_load_explicit(lw->flag, memory_order_relaxed) ||
                    la->preempted)) {
-    int r = lt_after_preempt(a, la, st);
+    int r = lw->life->after_preempt(a, la, st);
     if (r >= 0) return r;
   }
   lt_mem_after_run(lw->L, &lw->heap, c);
   lt_gc_after_run(lw->L);
-  if (c->doomed || st == LUA_ERRMEM) return lt_memory_death(a, la);
-  if (st == RUN_START_FAILED) return lt_on_error(a, la);
-  if (lt_rare_rd(la)->exit_reason) return lt_exited(a, la);
+  if (c->doomed || st == LUA_ERRMEM) return lw->life->memory_death(a, la);
+  if (st == RUN_START_FAILED) return lw->life->on_error(a, la);
+  if (lt_rare_rd(la)->exit_reason) return lw->life->exited(a, la);
   if (st == LUA_YIELD) return after_yield(a, la);
-  if (st == 0 && la->srv_fn != LUA_NOREF) return lt_serve_idle(a, la);
+  if (st == 0 && la->srv_fn != LUA_NOREF) return lw->life->serve_idle(a, la);
   if (st == 0) {
     la->co_returned = true;
-    return lt_on_return(a, la);
+    return lw->life->on_return(a, la);
   }
-  return lt_on_error(a, la);
+  return lw->life->on_error(a, la);
 }
 
 /* A supervisor starts its children one by one: each child's first run (up
@@ -617,7 +466,7 @@ __attribute__((noinline, cold)) static int resume_timed(ty_actor *a,
   return r;
 }
 
-static int lt_resume(ty_actor *a, void *ud) {
+int lt_resume(ty_actor *a, void *ud) {
   (void)ud;
   lt_worker *lw = lt_worker_get();
   if (ty__unlikely(--lw->sample_left == 0)) return resume_timed(a, lw);
@@ -644,8 +493,8 @@ static int loop_protected(lua_State *L) {
  * such an error would end the process. So the whole loop runs inside one
  * lua_cpcall, which costs a resume nothing; an error caught there ends the
  * actor being resumed (lt_runtime_error) and the loop starts again. */
-static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
-                          void *ud) {
+void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
+                   void *ud) {
   (void)ud;
   lt_worker *lw = ty_worker_data(w);
   loop_job j = {w, loop};
@@ -659,7 +508,7 @@ static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
       lt_actor *la = a->user;
       if (!a->started && lt_rare_rd(la)->ack_to)
         send_start_ack(la, a->pid, true); /* the error ends it */
-      ty_worker_resume_failed(w, lt_runtime_error(a, la, lw->L, st));
+      ty_worker_resume_failed(w, lw->life->runtime_error(a, la, lw->L, st));
     } else {
       ty__logf(TY_LOG_ERROR, (int)ty_worker_id(w) + 1, 0,
                "error outside every actor: %s",
@@ -669,16 +518,3 @@ static void lt_worker_run(ty_worker *w, void (*loop)(ty_worker *w, void *arg),
     }
   }
 }
-
-const ty_actor_ops lt_ops = {
-    .worker_init = lt_state_init,
-    .worker_exit = lt_state_exit,
-    .resume = lt_resume,
-    .destroy = lt_destroy,
-    .undeliverable = lt_undeliverable,
-    .interrupt = lt_interrupt_op,
-    .stuck = lt_stuck_op,
-    .peer_stuck = lt_peer_stuck_op,
-    .timer_due = lt_timer_due,
-    .run = lt_worker_run,
-};

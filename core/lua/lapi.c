@@ -13,16 +13,17 @@
 
 #include "base/alloc.h"
 #include "lapi.h"
+#include "lmem.h"
 #include "lnames.h"
-#include "lobserve.h"
-#include "lrun.h"
+#include "lpreempt.h"
 #include "lstate.h"
+#include "ltrace.h"
 
 /* ---- the running actor -------------------------------------------------- */
 
 lt_cur lt_current(lua_State *L, const char *fname) {
   ty_actor *a = ty_actor_current();
-  if (!a || !lt_g.rt)
+  if (!a || !lt_ctx_get()->rt)
     luaL_error(L,
                "tycho.%s must be called from inside an actor "
                "(start one with tycho.run)",
@@ -86,39 +87,6 @@ int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname) {
   return (int64_t)(s * 1e9);
 }
 
-_Thread_local bool lt_remote_encode;
-_Thread_local bool lt_store_encode;
-
-void lt_check_remote_size(lua_State *L, bool remote, size_t len,
-                          const char *fname) {
-  /* relaxed: written once by the cluster's start, before workers run. */
-  size_t max = atomic_load_explicit(&lt_g.remote_max, memory_order_relaxed);
-  if (!remote || !max || len <= max) return;
-  char msg[200]; /* lua_pushfstring knows no %zu */
-  snprintf(msg, sizeof msg,
-           "message of %zu bytes is too big to cross nodes: NATS carries at "
-           "most %zu (max_payload in nats-server's configuration)",
-           len, max);
-  luaL_error(L, "tycho.%s: %s", fname, msg);
-}
-
-ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname) {
-  lt_worker *lw = lt_worker_get();
-  char err[256];
-  ty__buf_reset(&lw->buf);
-  int r = ty__codec_encode(L, first, n, &lw->buf, lt_g.max_message, err,
-                           sizeof err);
-  bool remote = lt_remote_encode;
-  lt_remote_encode = false;
-  if (r) luaL_error(L, "tycho.%s: %s", fname, err);
-  lt_check_remote_size(L, remote, lw->buf.len, fname);
-  ty_msg *m = ty_msg_try_new(lw->buf.len);
-  if (m && lw->buf.len) /* else data may be NULL */
-    memcpy(m->data, lw->buf.data, lw->buf.len);
-  lt_buf_trim(&lw->buf);
-  return m;
-}
-
 int lt_push_fail(lua_State *L, const char *token) {
   lua_pushnil(L);
   lua_pushstring(L, token);
@@ -137,8 +105,8 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
     if (lw) ty__buf_reset(b);
     else ty__buf_init(b);
     char err[256];
-    if (ty__codec_encode(L, first, top - first + 1, b, lt_g.max_message, err,
-                         sizeof err)) {
+    if (lt_codec_encode(L, first, top - first + 1, b, lt_ctx_get()->max_message,
+                        err, sizeof err)) {
       if (!lw) ty__buf_free(b);
       luaL_error(L, "tycho.%s: %s", fname, err);
     }
@@ -150,7 +118,7 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
   }
   lt_actor *la = lt_actor_new();
   if (!la) {
-    if (args) ty__codec_release(args, len);
+    if (args) lt_codec_release(args, len);
     ty__free(args, len);
     return NULL;
   }
@@ -193,9 +161,9 @@ static int l_spawn(lua_State *L) {
   lt_actor *la = lt_spawn_request(L, 1, 2, "spawn");
   if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;
-  int rc = ty_spawn(lt_g.rt, la, &pid);
+  int rc = ty_spawn(lt_ctx_get()->rt, la, &pid);
   if (rc) {
-    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     if (rc == -ENOMEM) return lt_push_fail(L, "nomem");
     return luaL_error(L, "tycho.spawn: the actor table is full");
@@ -233,30 +201,36 @@ typedef struct dest {
 static dest check_dest(lua_State *L, int idx, ty_pid exclude,
                        const char *fname) {
   dest d = {0, 0};
-  if (lua_type(L, idx) == LUA_TTABLE && lt_g.cluster &&
-      lt_g.cluster->service_pick &&
-      lt_g.cluster->service_pick(L, idx, exclude, &d.pid, &d.svc, fname) >= 0)
+  if (lua_type(L, idx) == LUA_TTABLE && lt_ctx_get()->cluster &&
+      lt_ctx_get()->cluster->service_pick &&
+      lt_ctx_get()->cluster->service_pick(L, idx, exclude, &d.pid, &d.svc,
+                                          fname) >= 0)
     return d;
   d.pid = lt_check_dest(L, idx, fname);
   return d;
 }
 
-/* Encodes the values for d: refusing what cannot leave this process (a tcp
- * connection) when d is on another node. */
-static ty_msg *encode_for(lua_State *L, dest d, int first, int n,
-                          const char *fname) {
-  lt_remote_encode = d.svc || ty_pid_remote(lt_g.rt, d.pid);
-  return lt_encode_msg(L, first, n, fname);
+/* The message carrying the values for d, by the one send path (lsend.c):
+ * refusing what cannot leave this process (a tcp connection) when d is on
+ * another node. Raises when they cannot be copied; NULL when memory runs
+ * out. */
+static ty_msg *msg_for(lua_State *L, dest d, int first, int n,
+                       const char *fname) {
+  ty_msg *m;
+  char err[256];
+  if (lt_msg_make(L, d.pid, d.svc != 0, first, n, &m, err, sizeof err))
+    luaL_error(L, "tycho.%s: %s", fname, err);
+  return m;
 }
 
 static int send_to(dest d, ty_msg *m) {
   if (d.svc) {
     m->to = 0;
     m->aux = d.svc;
-    return ty_port_send(lt_g.rt, m);
+    return ty_port_send(lt_ctx_get()->rt, m);
   }
   m->to = d.pid;
-  return ty_send_limited(lt_g.rt, m);
+  return ty_send_limited(lt_ctx_get()->rt, m);
 }
 
 /* A send refused: "noproc", or "full" after a yield (from the actor's own
@@ -275,8 +249,7 @@ static int l_send(lua_State *L) {
   lt_cur c = lt_current(L, "send");
   dest d = check_dest(L, 1, 0, "send");
   if (!d.pid && !d.svc) return lt_push_fail(L, "noproc");
-  ty_msg *m = d.svc ? NULL : lt_direct_new(L, d.pid, 2, lua_gettop(L) - 1);
-  if (!m) m = encode_for(L, d, 2, lua_gettop(L) - 1, "send");
+  ty_msg *m = msg_for(L, d, 2, lua_gettop(L) - 1, "send");
   if (!m) return lt_push_fail(L, "nomem");
   m->kind = LT_MSG;
   /* Traced before it leaves: the event precedes anything it causes. */
@@ -329,8 +302,7 @@ static int do_call(lua_State *L, int64_t timeout, int di, const char *fname) {
                       "wait for its own reply)",
                       fname);
   int n = lua_gettop(L) - di;
-  ty_msg *m = d.svc ? NULL : lt_direct_new(L, d.pid, di + 1, n);
-  if (!m) m = encode_for(L, d, di + 1, n, fname);
+  ty_msg *m = msg_for(L, d, di + 1, n, fname);
   if (!m) return lt_push_fail(L, "nomem");
   lt_worker *lw = lt_worker_get();
   m->kind = LT_CALL;
@@ -373,7 +345,7 @@ int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
 }
 
 static int l_call(lua_State *L) {
-  return do_call(L, (int64_t)(lt_g.call_timeout * 1e9), 1, "call");
+  return do_call(L, (int64_t)(lt_ctx_get()->call_timeout * 1e9), 1, "call");
 }
 
 static int l_call_timeout(lua_State *L) {

@@ -7,6 +7,10 @@
 #define TY_LAPI_H
 
 #include "lactor.h"
+#include "lexit.h"
+#include "lpreempt.h"
+#include "lsend.h"
+#include "ltrace.h"
 
 /* The running actor (or fork) of a C API function. */
 typedef struct lt_cur {
@@ -27,21 +31,6 @@ ty_pid lt_self_pid(lt_cur c);
 ty_pid lt_check_dest(lua_State *L, int idx, const char *fname);
 /* Seconds -> nanoseconds; nil -> -1 (no timeout). Raises on bad values. */
 int64_t lt_opt_timeout(lua_State *L, int idx, const char *fname);
-/* A message holding the n values from `first`; raises when they cannot be
- * copied; NULL when memory runs out. */
-ty_msg *lt_encode_msg(lua_State *L, int first, int n, const char *fname);
-/* Set by a caller of the codec whose message goes to another node, for the
- * encode that follows (the codec hooks read it: a tcp connection cannot
- * leave this process); cleared by lt_encode_msg and lt_send_reply. */
-extern _Thread_local bool lt_remote_encode;
-/* Set by tycho.shared.table for the encode of a value it stores (the codec
- * hooks read it: a tcp connection or listener cannot be stored, it would
- * leave its owner for no receiver); cleared by lshared.c after it. */
-extern _Thread_local bool lt_store_encode;
-/* Raises when a message for another node (remote) is larger than NATS
- * carries (lt_g.remote_max). */
-void lt_check_remote_size(lua_State *L, bool remote, size_t len,
-                          const char *fname);
 /* Pushes nil, token; returns 2. */
 int lt_push_fail(lua_State *L, const char *token);
 /* Records what the actor waits for and arms the core's wait. */
@@ -54,11 +43,6 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
  * NULL when memory runs out. */
 lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
                               const char *fname);
-/* Publishes L's package.path/cpath to every worker when they changed since
- * L last did (lstate.c); every spawn request calls it. */
-void lt_note_paths(lua_State *L);
-/* The same, whether they changed or not (the start of a run). */
-void lt_publish_paths(lua_State *L);
 /* From a C API function: yield until a reply (LT_REPLY / LT_REPLY_ERR) with
  * `ref` arrives or timeout_ns passes (-1: never); the function's results are
  * then the reply's values, or nil + error token ("timeout" on timeout). */
@@ -69,17 +53,6 @@ int lt_yield_reply(lua_State *L, const char *fname, uint64_t ref,
 int lt_yield_ext(lua_State *L, const char *fname, lt_ext_wake_fn wake,
                  void *ctx, int64_t timeout_ns);
 
-/* Add their functions to the table on top of L. */
+/* Adds spawn, send, recv, call... to the table on top of L. */
 void lt_open_api(lua_State *L);
-void lt_open_proc(lua_State *L);
-void lt_open_child(lua_State *L);   /* lchild.c: supervisors' spawns */
-void lt_open_globals(lua_State *L); /* lglobals.c: debug mode's check */
-void lt_open_timer(lua_State *L);   /* ltimer.c: send_after, interval */
-/* tycho.now(): seconds, virtual under tycho.test.clock (ltimer.c). */
-double lt_now_s(void);
-void lt_open_log(lua_State *L);   /* llog.c: tycho.log's C half */
-void lt_open_serve(lua_State *L); /* lserve.c: tycho.server's C half */
-/* Actor coroutines alive on the first `workers` workers (lserve.c). */
-int64_t lt_co_live(unsigned workers);
-
 #endif

@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "lapi.h"
+#include "lchild.h"
 #include "lnames.h"
-#include "lrun.h"
 
 static int register_name(ty_pid pid, void *ctx) {
   return lt_names_register(ctx, pid) ? -EEXIST : 0;
@@ -58,10 +58,10 @@ static int l_spawn_child(lua_State *L) {
   if (ack) lt_rare_get(la)->ack_to = top->pid;
   lt_pids_add(&lt_rare_get(la)->links, top->pid); /* linked before it exists */
   ty_pid pid;
-  int r = ty_spawn_hook(lt_g.rt, la, &pid, name ? register_name : NULL,
+  int r = ty_spawn_hook(lt_ctx_get()->rt, la, &pid, name ? register_name : NULL,
                         (void *)name);
   if (r) {
-    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     if (r == -EEXIST) return lt_push_fail(L, "taken");
     if (r == -ENOMEM) return lt_push_fail(L, "nomem");

@@ -4,7 +4,7 @@
  *
  * Sender and receiver share one Lua state, so a copy made on the sender's
  * stack is a value the receiver can hold. The copy is the codec's
- * (ty__codec_copy_sized: the same walk, checks, errors and size limit as
+ * (lt_codec_copy_sized: the same walk, checks, errors and size limit as
  * encode), made while the sender runs but charged to the receiver, as the
  * decode it replaces would be. Until the receiver takes them the values sit
  * on a per-worker holder stack (one slot per message: the value itself for
@@ -18,11 +18,10 @@
  * userdata, a handle that must move) goes the codec's way instead, which
  * gives the codec's own error or moves the handle.
  */
+#include "ldirect.h"
+#include "lctx.h"
+#include "lmem.h"
 #include <string.h>
-
-#include "lactor.h"
-#include "lrun.h"
-#include "lstate.h"
 
 /* The payload: the slot on the holder's stack and the count of values. */
 typedef struct dpay {
@@ -114,8 +113,8 @@ ty_msg *lt_direct_copy(lua_State *L, ty_pid to, int first, int n) {
   size_t bytes = 0;
   char err[1]; /* the codec path tells the reason */
   lt_charge *was = lt_mem_lend(&lw->heap, lt_charge_of(rla));
-  int r = ty__codec_copy_sized(L, first, n, lt_g.max_message, &bytes, err,
-                               sizeof err);
+  int r = lt_codec_copy_sized(L, first, n, lt_ctx_get()->max_message, &bytes,
+                              err, sizeof err);
   int slot = 0;
   if (r > 0) {
     pack(L, n);
@@ -165,7 +164,7 @@ int lt_direct_push(lua_State *L, ty_msg *m) {
 
 void lt_msg_release(ty_msg *m) {
   if (!lt_msg_direct(m)) {
-    ty__codec_release(m->data, m->len);
+    lt_codec_release(m->data, m->len);
     return;
   }
   dpay p;

@@ -8,10 +8,15 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "lactor.h"
+#include "lco.h"
+#include "ldirect.h"
+#include "lexit.h"
+#include "lguard.h"
+#include "lmem.h"
 #include "lnames.h"
-#include "lobserve.h"
-#include "lrun.h"
+#include "lsend.h"
 #include "lstate.h"
+#include "ltrace.h"
 
 /* ---- the end of an actor ------------------------------------------------ */
 
@@ -21,9 +26,9 @@ static void send_notice(ty_pid to, const char *tag, ty_pid pid,
                         const char *reason, size_t rlen) {
   ty__buf *b = &lt_worker_get()->buf;
   ty__buf_reset(b);
-  if (ty__codec_put_string(b, tag, strlen(tag)) ||
-      ty__codec_put_number(b, (double)pid) ||
-      ty__codec_put_string(b, reason, rlen))
+  if (lt_codec_put_string(b, tag, strlen(tag)) ||
+      lt_codec_put_number(b, (double)pid) ||
+      lt_codec_put_string(b, reason, rlen))
     return; /* out of memory: nothing sensible to send */
   lt_send_raw(to, LT_MSG, 0, b->data, b->len);
 }
@@ -34,8 +39,8 @@ static void notify_exit(ty_actor *a, lt_actor *la, const char *reason,
   /* Names go first: whoever hears of the end (a supervisor restarting the
    * actor under the same name) finds the name free. */
   lt_names_drop_pid(a->pid);
-  if (lt_g.cluster && lt_g.cluster->actor_exit)
-    lt_g.cluster->actor_exit(a->pid);
+  if (lt_ctx_get()->cluster && lt_ctx_get()->cluster->actor_exit)
+    lt_ctx_get()->cluster->actor_exit(a->pid);
   lt_grave_add(ty_worker_id(ty_worker_current()), a->pid, reason, rlen);
   const lt_rare *r = lt_rare_rd(la);
   for (uint32_t i = 0; i < r->monitors.n; i++)
@@ -65,35 +70,6 @@ static void finish(ty_actor *a, lt_actor *la, bool ok, const char *reason,
 }
 
 /* ---- error reports ------------------------------------------------------ */
-
-static int tostring_meta(lua_State *L) {
-  if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-    return 1;
-  return 0;
-}
-
-const char *lt_error_text(lua_State *L, int idx) {
-  if (idx < 0 && idx > LUA_REGISTRYINDEX) idx = lua_gettop(L) + idx + 1;
-  int t = lua_type(L, idx);
-  if (t == LUA_TSTRING || t == LUA_TNUMBER) {
-    lua_pushvalue(L, idx);
-    return lua_tostring(L, -1);
-  }
-  if (luaL_getmetafield(L, idx, "__tostring")) {
-    lua_pop(L, 1);
-    lua_pushcfunction(L, tostring_meta);
-    lua_pushvalue(L, idx);
-    if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING)
-      return lua_tostring(L, -1);
-    lua_pop(L, 1);
-    return lua_pushfstring(L,
-                           "(error object is a %s value; its __tostring "
-                           "failed)",
-                           luaL_typename(L, idx));
-  }
-  return lua_pushfstring(L, "(error object is a %s value)",
-                         luaL_typename(L, idx));
-}
 
 /* Under lua_pcall on the worker's state: [co, error value] -> the text
  * of the error with co's traceback. */
@@ -136,19 +112,19 @@ static void report_error(ty_actor *a, lua_State *co, const char **msg,
  * launcher's script has no caller to take them). */
 int lt_on_return(ty_actor *a, lt_actor *la) {
   if (la->is_main && la->fn_kind == LT_FN_FILE) {
-    lt_main_done(true, "", 0);
+    lt_ctx_get()->main_done(true, "", 0);
   } else if (la->is_main) {
     lt_worker *lw = lt_worker_get();
     char err[256];
     int n = lua_gettop(la->co);
     ty__buf_reset(&lw->buf);
-    if (ty__codec_encode(la->co, 1, n, &lw->buf, SIZE_MAX, err, sizeof err)) {
+    if (lt_codec_encode(la->co, 1, n, &lw->buf, SIZE_MAX, err, sizeof err)) {
       char msg[300];
       snprintf(msg, sizeof msg, "tycho.run: cannot return the results: %s",
                err);
-      lt_main_done(false, msg, strlen(msg));
+      lt_ctx_get()->main_done(false, msg, strlen(msg));
     } else {
-      lt_main_done(true, lw->buf.data, lw->buf.len);
+      lt_ctx_get()->main_done(true, lw->buf.data, lw->buf.len);
     }
   }
   finish(a, la, true, "normal", 6);
@@ -160,8 +136,8 @@ int lt_on_return(ty_actor *a, lt_actor *la) {
 static void main_ended(lt_actor *la, bool normal, const char *reason,
                        size_t len) {
   if (!la->is_main) return;
-  if (normal) lt_main_done(true, "", 0);
-  else lt_main_done(false, reason, len);
+  if (normal) lt_ctx_get()->main_done(true, "", 0);
+  else lt_ctx_get()->main_done(false, reason, len);
 }
 
 /* The actor called tycho.exit (or linked to something gone): it ends with
@@ -321,11 +297,11 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
     lt_mem_collect(lw->L);
     lt_heap_publish(w, &lw->heap);
   }
-  if (la->is_main) lt_main_done(false, "stopped", 7);
+  if (la->is_main) lt_ctx_get()->main_done(false, "stopped", 7);
   /* Handles (connections, listeners) in a request that never started, or
    * in a message whose decoding raised, would never be taken: close them
    * (a handle taken already is not taken twice: ltcp_transit.c). */
-  if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+  if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
   if (la->inflight) lt_msg_release(la->inflight);
   lt_actor_free(la);
 }

@@ -23,8 +23,8 @@
 
 #include "base/common.h"
 #include "codec.h"
+#include "lctx.h"
 #include "lfn.h"
-#include "lstate.h"
 
 #define BUCKETS 256
 
@@ -214,7 +214,7 @@ static int encode_payload(lua_State *L, int idx, const char *fname,
   lua_pushlstring(L, b.data, b.len);
   ty__buf_free(&b);
   lua_insert(L, -2); /* bytecode, map */
-  int r = ty__codec_encode(L, top + 1, 2, out, SIZE_MAX, err, errlen);
+  int r = lt_codec_encode(L, top + 1, 2, out, SIZE_MAX, err, errlen);
   lua_settop(L, top);
   return r;
 }
@@ -450,7 +450,7 @@ static int load_function(lua_State *co, lt_fn *f) {
   }
   char err[256];
   int top = lua_gettop(co);
-  if (ty__codec_decode(co, f->bytes, f->len, err, sizeof err) != 2) {
+  if (lt_codec_decode(co, f->bytes, f->len, err, sizeof err) != 2) {
     lua_settop(co, top);
     lua_pushfstring(co, "tycho.spawn: bad function payload (%s)", err);
     return -1;

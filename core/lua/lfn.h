@@ -61,7 +61,7 @@ const char *lt_fn_name(const lt_fn *f, size_t *len);
 uint32_t lt_fn_id(const lt_fn *f);
 int lt_fn_kind(const lt_fn *f); /* LT_FN_BYTECODE or LT_FN_MODULE */
 lt_fn *lt_fn_by_id(double id);
-/* Debug mode (lt_g.debug): raises tycho.<fname> when the function at idx
+/* Debug mode (lt_ctx.debug): raises tycho.<fname> when the function at idx
  * reads a global that a fresh worker state lacks (lglobals.c). */
 void lt_check_globals(lua_State *L, int idx, const char *fname);
 /* Frees every blob: after the runtime stopped. */

@@ -19,9 +19,9 @@
 #include <lualib.h>
 
 #include "base/common.h"
-#include "lapi.h"
+#include "lctx.h"
 #include "lfn.h"
-#include "lrun.h"
+#include "lglobals.h"
 
 /* Returns the first global read and not defined, or nil: check(f, fresh). */
 static const char checker_src[] =
@@ -96,7 +96,7 @@ static void push_checker(lua_State *L) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, fresh_names[i]);
   }
-  if (lt_g.argv) {
+  if (lt_ctx_get()->argv) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "arg");
   }
@@ -107,7 +107,7 @@ static void push_checker(lua_State *L) {
 }
 
 void lt_check_globals(lua_State *L, int idx, const char *fname) {
-  if (!lt_g.debug) return;
+  if (!lt_ctx_get()->debug) return;
   push_checker(L);
   lua_pushvalue(L, idx);
   lua_call(L, 1, 1);

@@ -22,7 +22,8 @@
  */
 #include "lguard.h"
 #include "base/log.h"
-#include "lactor.h"
+#include "lctx.h"
+#include "lmem.h"
 
 #define QUEUE_KEY "tycho.gc_queue"
 
@@ -216,4 +217,35 @@ void lt_gc_run_queue(lua_State *L) {
     }
   }
   lua_settop(L, q - 1);
+}
+
+/* ---- error texts -------------------------------------------------------- */
+
+static int tostring_meta(lua_State *L) {
+  if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+    return 1;
+  return 0;
+}
+
+const char *lt_error_text(lua_State *L, int idx) {
+  if (idx < 0 && idx > LUA_REGISTRYINDEX) idx = lua_gettop(L) + idx + 1;
+  int t = lua_type(L, idx);
+  if (t == LUA_TSTRING || t == LUA_TNUMBER) {
+    lua_pushvalue(L, idx);
+    return lua_tostring(L, -1);
+  }
+  if (luaL_getmetafield(L, idx, "__tostring")) {
+    lua_pop(L, 1);
+    lua_pushcfunction(L, tostring_meta);
+    lua_pushvalue(L, idx);
+    if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING)
+      return lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return lua_pushfstring(L,
+                           "(error object is a %s value; its __tostring "
+                           "failed)",
+                           luaL_typename(L, idx));
+  }
+  return lua_pushfstring(L, "(error object is a %s value)",
+                         luaL_typename(L, idx));
 }

@@ -30,4 +30,10 @@ static inline void lt_gc_after_run(lua_State *L) {
 /* Before the state closes: a full collection and the queue, protected. */
 void lt_gc_final(lua_State *L);
 
+/* Pushes tostring(value at idx) and returns it; a __tostring metamethod runs
+ * protected, and one that fails, yields or returns no string gives a fixed
+ * text ("(error object is a table value; its __tostring failed)"). Raises
+ * only when memory runs out. */
+const char *lt_error_text(lua_State *L, int idx);
+
 #endif

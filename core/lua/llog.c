@@ -15,7 +15,7 @@
 
 #include "base/log.h"
 #include "lapi.h"
-#include "lrun.h"
+#include "llog.h"
 
 #define MAX_FIELDS 64
 
@@ -90,7 +90,7 @@ static int l_log(lua_State *L) {
   ty_worker *w = ty_worker_current();
   ty_actor *a = ty_actor_current();
   ty_pid pid = 0;
-  if (a && lt_g.rt) {
+  if (a && lt_ctx_get()->rt) {
     lt_actor *la = a->user;
     pid = la->parent ? la->parent : a->pid;
   }

@@ -14,9 +14,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "lctx.h"
 #include "lmem.h"
-#include "lrun.h"
-#include "lstate.h"
 
 #define CHUNK ((int64_t)64 << 10)
 
@@ -53,7 +52,7 @@ void lt_mem_resume(lt_paused p) {
 }
 
 static int64_t queued_bytes(void) {
-  ty_runtime *rt = lt_g.rt;
+  ty_runtime *rt = lt_ctx_get()->rt;
   return rt ? (int64_t)ty_runtime_mailbox_bytes(rt) : 0;
 }
 

@@ -27,27 +27,7 @@
 
 #include <lua.h>
 
-/* What an allocation is charged to: an actor (lt_actor.charge) or a
- * blocking job. */
-typedef struct lt_charge {
-  int64_t mem;    /* net bytes allocated while it ran (an estimate) */
-  int64_t recent; /* the same since the state's last collection cycle */
-  size_t burst;   /* bytes allocated in the current run */
-  uint32_t epoch; /* the cycle `recent` counts in */
-  bool doomed;    /* refused once: every later growth is refused too */
-} lt_charge;
-
-typedef struct lt_heap {
-  lua_Alloc f; /* LuaJIT's allocator, wrapped */
-  void *ud;
-  size_t used;         /* bytes the state holds (exact) */
-  size_t last_gc_used; /* used after the last collection forced here */
-  lt_charge *cur;      /* charged now (NULL: the runtime's own work) */
-  _Atomic size_t *pub; /* where `used` is published now and then, or NULL */
-  uint32_t epoch;      /* collection cycles seen ending (see lt_mem_watch) */
-  size_t base;         /* a borrowed state's size when attached: not counted */
-  bool lent;           /* cur is lent (lt_mem_lend): never refuse, doom */
-} lt_heap;
+#include "lctx.h"
 
 /* Puts the accounting wrapper around L's allocator. A state whose own
  * wrapper goes around it (a worker's: lstate.c) calls lt_mem_alloc. */

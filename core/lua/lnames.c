@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "lctx.h"
 #include "lnames.h"
-#include "lrun.h"
 
 #define BUCKETS 1024
 
@@ -79,7 +79,7 @@ int lt_names_register(const char *name, ty_pid pid) {
   int r = 0;
   pthread_mutex_lock(&lock);
   name_ent **p = find(name);
-  if (*p && (*p)->pid != pid && ty_pid_alive(lt_g.rt, (*p)->pid)) {
+  if (*p && (*p)->pid != pid && ty_pid_alive(lt_ctx_get()->rt, (*p)->pid)) {
     r = -EEXIST;
   } else if (*p) {
     /* The old holder ended (its exit may not have dropped it yet): the name

@@ -22,14 +22,10 @@
 #include "lapi.h"
 #include "lnames.h"
 #include "lobserve.h"
-#include "lrun.h"
+#include "lpreempt.h"
 #include "lstate.h"
 
 /* ---- ticks ------------------------------------------------------------- */
-
-static _Atomic uint64_t busy[TY_MAX_WORKERS];
-
-_Atomic uint64_t *lt_busy_slot(unsigned i) { return &busy[i]; }
 
 /* The first reading of both clocks: the ratio since then converts ticks
  * (exact enough after a few milliseconds, and better the longer it runs).
@@ -181,7 +177,7 @@ static int l_snapshot(lua_State *L) {
   lt_cur c = lt_current(L, "processes");
   ty_worker *w = ty_worker_current();
   ty_worker_stats st;
-  ty_worker_stats_get(lt_g.rt, ty_worker_id(w), &st);
+  ty_worker_stats_get(lt_ctx_get()->rt, ty_worker_id(w), &st);
   snap s = {.self = c.a};
   s.cap = st.actors + 64;
   s.recs = malloc(s.cap * sizeof *s.recs);
@@ -253,15 +249,15 @@ static int l_trace_set(lua_State *L) {
 /* _obs_busy() -> {ns, ...}, {ns, ...}: each worker's time in resumes
  * (sampled) and its thread's CPU time, since its start. */
 static int l_busy(lua_State *L) {
-  unsigned n = lt_g.rt ? ty_runtime_workers(lt_g.rt) : 0;
+  unsigned n = lt_ctx_get()->rt ? ty_runtime_workers(lt_ctx_get()->rt) : 0;
   lua_createtable(L, (int)n, 0);
   lua_createtable(L, (int)n, 0);
   for (unsigned i = 0; i < n; i++) {
     /* relaxed: a recent figure is all a reader wants. */
-    uint64_t t = atomic_load_explicit(&busy[i], memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(lt_busy_slot(i), memory_order_relaxed);
     lua_pushnumber(L, (lua_Number)lt_ticks_ns(t));
     lua_rawseti(L, -3, (int)i + 1);
-    lua_pushnumber(L, (lua_Number)ty_worker_cpu_ns(lt_g.rt, i));
+    lua_pushnumber(L, (lua_Number)ty_worker_cpu_ns(lt_ctx_get()->rt, i));
     lua_rawseti(L, -2, (int)i + 1);
   }
   return 2;
@@ -324,7 +320,7 @@ static int l_mtime(lua_State *L) {
 /* _obs_alive(pid) -> bool: a live actor (or a spawn not started yet). */
 static int l_alive(lua_State *L) {
   ty_pid pid = (ty_pid)luaL_checknumber(L, 1);
-  lua_pushboolean(L, lt_g.rt && ty_pid_alive(lt_g.rt, pid));
+  lua_pushboolean(L, lt_ctx_get()->rt && ty_pid_alive(lt_ctx_get()->rt, pid));
   return 1;
 }
 
@@ -375,7 +371,8 @@ static int l_stop_hook(lua_State *L) {
   bool on = lua_toboolean(L, 2), ok = true;
   pthread_mutex_lock(&g_hooks_mu);
   for (int i = 0; i < g_nhooks; i++) /* pid, and servers that died */
-    if (g_hooks[i] == pid || !(lt_g.rt && ty_pid_alive(lt_g.rt, g_hooks[i])))
+    if (g_hooks[i] == pid ||
+        !(lt_ctx_get()->rt && ty_pid_alive(lt_ctx_get()->rt, g_hooks[i])))
       g_hooks[i--] = g_hooks[--g_nhooks];
   if (on) ok = g_nhooks < STOP_HOOKS;
   if (on && ok) g_hooks[g_nhooks++] = pid;

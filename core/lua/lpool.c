@@ -40,12 +40,12 @@
 
 #include "base/fence.h"
 #include "lapi.h"
+#include "lctx.h"
 #include "lfn.h"
 #include "lguard.h"
 #include "lmem.h"
 #include "lpool.h"
 #include "lrandom.h"
-#include "lrun.h"
 #include "lstate.h"
 #include "pool/pool.h"
 
@@ -112,7 +112,8 @@ int lt_pool_shutdown(void) {
   if (!p) return 0;
   /* Outside the lock: it waits for running jobs, until the stop's
    * deadline (a job that never returns must not hold the stop). */
-  uint64_t dl = lt_g.stop_deadline_ns ? lt_g.stop_deadline_ns : UINT64_MAX;
+  uint64_t dl = lt_ctx_get()->stop_deadline_ns ? lt_ctx_get()->stop_deadline_ns
+                                               : UINT64_MAX;
   int left = ty_pool_shutdown_until(p, dl);
   ty_pool_free(p);
   if (left) ty__pin_code(); /* their code must stay mapped */
@@ -150,7 +151,7 @@ static lp_job *job_new(int kind, ty_pid to, uint64_t ref, const void *data,
   memset(j, 0, sizeof *j);
   j->base.run = job_run;
   j->base.cancel = job_cancel;
-  j->rt = lt_g.rt;
+  j->rt = lt_ctx_get()->rt;
   j->to = to;
   j->ref = ref;
   j->kind = kind;
@@ -320,7 +321,7 @@ static int prepare(lua_State *L) {
   lua_settop(L, 0);
   lt_sync_paths(L, &t->paths_version); /* published by the submitter */
   char err[256] = "no function";
-  int n = ty__codec_decode(L, j->data, j->len, err, sizeof err);
+  int n = lt_codec_decode(L, j->data, j->len, err, sizeof err);
   if (n < 2) return luaL_error(L, "tycho.blocking: bad request (%s)", err);
   if (j->kind == LP_BYTECODE) load_bytecode(L, t);
   else find_named(L, t);
@@ -341,8 +342,8 @@ static void reply_values(lp_job *j, lp_thread *t, int first) {
   lua_State *L = t->L;
   char err[256];
   ty__buf_reset(&t->buf);
-  if (ty__codec_encode(L, first, lua_gettop(L) - first + 1, &t->buf,
-                       lt_g.max_message, err, sizeof err)) {
+  if (lt_codec_encode(L, first, lua_gettop(L) - first + 1, &t->buf,
+                      lt_ctx_get()->max_message, err, sizeof err)) {
     char msg[320];
     snprintf(msg, sizeof msg, "tycho.blocking: cannot return the results: %s",
              err);
@@ -428,7 +429,7 @@ static void run_resolve(lp_job *j, lp_thread *t) {
   inet_ntop(res->ai_family, src, addr, sizeof addr);
   freeaddrinfo(res);
   ty__buf_reset(&t->buf); /* encoded in C: no Lua work to fail here */
-  if (ty__codec_put_string(&t->buf, addr, strlen(addr))) {
+  if (lt_codec_put_string(&t->buf, addr, strlen(addr))) {
     send_error(j, "memory");
     return;
   }
@@ -450,7 +451,7 @@ static void job_run(ty_pool_job *pj) {
  * any job is submitted. */
 static ty_actor *caller(lua_State *L, const char *fname) {
   ty_actor *a = ty_actor_current();
-  if (!a || !lt_g.rt)
+  if (!a || !lt_ctx_get()->rt)
     luaL_error(L,
                "tycho.%s must be called from inside an actor (start one "
                "with tycho.run)%s",
@@ -484,11 +485,11 @@ static ty__buf *encode_request(lua_State *L, int top) {
   } else {
     lua_pushvalue(L, 1);
     lua_pushnil(L);
-    ty__codec_encode(L, top + 1, 2, b, SIZE_MAX, err, sizeof err);
+    lt_codec_encode(L, top + 1, 2, b, SIZE_MAX, err, sizeof err);
     lua_settop(L, top);
   }
-  if (top >= 2 &&
-      ty__codec_encode(L, 2, top - 1, b, lt_g.max_message, err, sizeof err))
+  if (top >= 2 && lt_codec_encode(L, 2, top - 1, b, lt_ctx_get()->max_message,
+                                  err, sizeof err))
     luaL_error(L, "tycho.blocking: %s", err);
   return b;
 }
@@ -602,7 +603,7 @@ static int l_pool_config(lua_State *L) {
     return 1;
   }
   luaL_checktype(L, 1, LUA_TTABLE);
-  if (lt_g.rt)
+  if (lt_ctx_get()->rt)
     return luaL_error(L, "tycho.pool_config: the runtime is running; "
                          "configure the pool before tycho.run");
   lua_pushnil(L);

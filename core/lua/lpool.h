@@ -27,7 +27,7 @@ void lt_pool_stats_push(lua_State *L);
  * stop that abandoned every worker. Not from a worker mid-resume nor a pool
  * thread; before ty_runtime_free. */
 /* Shuts the run's pool down, waiting for running jobs until the stop's
- * deadline (lt_g.stop_deadline_ns; none outside a stop): threads whose job
+ * deadline (lt_ctx.stop_deadline_ns; none outside a stop): threads whose job
  * has not returned by then are left to it (pool.h). Returns how many. */
 int lt_pool_shutdown(void);
 /* How many pool threads shutdowns left behind since the last call. */

@@ -19,8 +19,10 @@
 
 #include "base/log.h"
 #include "lactor.h"
+#include "lexit.h"
 #include "lnames.h"
-#include "lrun.h"
+#include "lpreempt.h"
+#include "lsend.h"
 #include "lstate.h"
 
 static const char *kind_reason(int kind) {
@@ -182,15 +184,15 @@ static void report_dead(unsigned wid, ty_actor *a, ty__buf *b) {
   lt_names_drop_pid(a->pid); /* first, as in lexit.c: a restart finds it free */
   lt_grave_add(wid, a->pid, reason, rlen);
   ty__buf_reset(b);
-  if (!ty__codec_put_string(b, "DOWN", 4) &&
-      !ty__codec_put_number(b, (double)a->pid) &&
-      !ty__codec_put_string(b, reason, rlen)) {
+  if (!lt_codec_put_string(b, "DOWN", 4) &&
+      !lt_codec_put_number(b, (double)a->pid) &&
+      !lt_codec_put_string(b, reason, rlen)) {
     for (uint32_t i = 0; i < r->monitors.n; i++)
       lt_send_raw_from(a->pid, r->monitors.v[i], LT_MSG, 0, b->data, b->len);
   }
   for (uint32_t i = 0; i < r->links.n; i++)
     lt_send_raw_from(a->pid, r->links.v[i], LT_SIG_EXIT, 0, reason, rlen);
-  if (la->is_main) lt_main_done(false, reason, rlen);
+  if (la->is_main) lt_ctx_get()->main_done(false, reason, rlen);
 }
 
 void lt_stuck_op(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
@@ -211,7 +213,7 @@ static void wake_caller(ty_actor *a, void *ud) {
   (void)ud;
   lt_actor *la = a->user;
   if (la->wait != LT_W_CALL || !la->call_to) return;
-  if (ty_pid_alive(lt_g.rt, la->call_to)) return;
+  if (ty_pid_alive(lt_ctx_get()->rt, la->call_to)) return;
   lt_send_raw_from(la->call_to, a->pid, LT_REPLY_ERR, la->call_ref, "dead", 4);
 }
 

@@ -7,12 +7,15 @@
 
 #include "base/log.h"
 #include "lapi.h"
+#include "lco.h"
+#include "lexit.h"
 #include "lmem.h"
 #include "lnames.h"
 #include "lpgstat.h"
 #include "lpool.h"
-#include "lrun.h"
+#include "lproc.h"
 #include "lstate.h"
+#include "ltimer.h"
 
 /* ---- time --------------------------------------------------------------- */
 
@@ -76,7 +79,8 @@ static int l_fork(lua_State *L) {
     lt_rare_get(la)->origin = strdup(buf);
   }
   ty_pid pid;
-  if (ty_spawn_at(lt_g.rt, ty_worker_id(ty_worker_current()), la, &pid)) {
+  if (ty_spawn_at(lt_ctx_get()->rt, ty_worker_id(ty_worker_current()), la,
+                  &pid)) {
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);
     lt_actor_free(la);
     return luaL_error(L, "tycho.fork: the actor table is full");
@@ -96,7 +100,8 @@ static int l_register(lua_State *L) {
   if (!*name) return luaL_error(L, "tycho.register: empty name");
   ty_pid pid =
       lua_isnoneornil(L, 2) ? lt_self_pid(c) : lt_check_dest(L, 2, "register");
-  if (!pid || !ty_pid_alive(lt_g.rt, pid)) return lt_push_fail(L, "noproc");
+  if (!pid || !ty_pid_alive(lt_ctx_get()->rt, pid))
+    return lt_push_fail(L, "noproc");
   if (lt_names_register(name, pid)) return lt_push_fail(L, "taken");
   lua_pushboolean(L, 1);
   return 1;
@@ -104,8 +109,9 @@ static int l_register(lua_State *L) {
 
 static int l_whereis(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
-  ty_pid pid = lt_g.rt ? lt_names_lookup(name) : 0;
-  if (pid && ty_pid_alive(lt_g.rt, pid)) lua_pushnumber(L, (lua_Number)pid);
+  ty_pid pid = lt_ctx_get()->rt ? lt_names_lookup(name) : 0;
+  if (pid && ty_pid_alive(lt_ctx_get()->rt, pid))
+    lua_pushnumber(L, (lua_Number)pid);
   else lua_pushnil(L);
   return 1;
 }
@@ -137,7 +143,7 @@ static void self_gone(lua_State *L, lt_cur c, const char *tag, ty_pid to,
   ty_msg *m = lt_encode_msg(L, lua_gettop(L) - 2, 3, fname);
   lua_pop(L, 3);
   m->to = c.a->pid;
-  if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+  if (ty_send(lt_ctx_get()->rt, m)) ty_msg_free(m);
 }
 
 static int l_monitor(lua_State *L) {
@@ -235,7 +241,7 @@ static int l_kill(lua_State *L) {
     return lt_push_fail(L, "noproc");
   /* If it is running on another worker now, stop it there (lpreempt.c);
    * otherwise the signal ends it before it runs again. */
-  ty_interrupt_pid(lt_g.rt, to);
+  ty_interrupt_pid(lt_ctx_get()->rt, to);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -267,14 +273,15 @@ static int l_fork_cancel(lua_State *L) {
 /* clang-format on */
 
 static int l_stats(lua_State *L) {
-  if (!lt_g.rt) return luaL_error(L, "tycho.stats: the runtime is not running");
-  unsigned n = ty_runtime_workers(lt_g.rt);
+  if (!lt_ctx_get()->rt)
+    return luaL_error(L, "tycho.stats: the runtime is not running");
+  unsigned n = ty_runtime_workers(lt_ctx_get()->rt);
   ty_worker_stats total = {0};
   size_t lua_total = 0;
   lua_createtable(L, (int)n, 16);
   for (unsigned i = 0; i < n; i++) {
     ty_worker_stats s;
-    ty_worker_stats_get(lt_g.rt, i, &s);
+    ty_worker_stats_get(lt_ctx_get()->rt, i, &s);
     lua_createtable(L, 0, 12);
 #define SET(f)                                                                 \
   lua_pushnumber(L, (lua_Number)s.f);                                          \
@@ -296,7 +303,7 @@ static int l_stats(lua_State *L) {
   lua_setfield(L, -2, "lua_memory");
   lua_pushnumber(L, (lua_Number)lt_mem_total());
   lua_setfield(L, -2, "memory");
-  lua_pushnumber(L, (lua_Number)lt_g.run_max_memory);
+  lua_pushnumber(L, (lua_Number)lt_ctx_get()->run_max_memory);
   lua_setfield(L, -2, "max_memory");
 #define SETT(f)                                                                \
   lua_pushnumber(L, (lua_Number)total.f);                                      \
@@ -315,7 +322,8 @@ static int l_stats(lua_State *L) {
   lua_setfield(L, -2, "pool");
   lt_pg_stats_push(L); /* tycho.pg's pools (lpgstat.c) */
   lua_setfield(L, -2, "pg");
-  if (lt_g.cluster && lt_g.cluster->stats && lt_g.cluster->stats(L))
+  if (lt_ctx_get()->cluster && lt_ctx_get()->cluster->stats &&
+      lt_ctx_get()->cluster->stats(L))
     lua_setfield(L, -2, "cluster");
   return 1;
 }

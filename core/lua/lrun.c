@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "io/io.h"
 #include "lapi.h"
+#include "lcompose.h"
 #include "lfn.h"
 #include "lmem.h"
 #include "lmetrics.h"
@@ -23,13 +24,6 @@
 #include "lrun.h"
 #include "lshared.h"
 #include "lstate.h"
-
-lt_global lt_g = {.io = -1,
-                  .call_timeout = 5.0,
-                  .max_message = 64u << 20,
-                  .max_slice = 1.0,
-                  .stop_timeout = 5.0,
-                  .shutdown_timeout = 10.0};
 
 /* ---- config and run ----------------------------------------------------- */
 
@@ -56,22 +50,23 @@ static size_t check_bytes(lua_State *L, const char *k, size_t min) {
 static bool config_mailbox(lua_State *L, const char *k) {
   bool off = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
   if (strcmp(k, "max_memory") == 0)
-    lt_g.max_memory = off ? 0 : check_bytes(L, k, 4 << 20);
+    lt_ctx_get()->max_memory = off ? 0 : check_bytes(L, k, 4 << 20);
   else if (strcmp(k, "actor_memory") == 0)
-    lt_g.actor_memory = off ? 0 : check_bytes(L, k, 64 << 10);
+    lt_ctx_get()->actor_memory = off ? 0 : check_bytes(L, k, 64 << 10);
   else if (strcmp(k, "max_mailbox") == 0)
-    lt_g.max_mailbox = (uint32_t)check_count(L, k, 4294967295.0);
+    lt_ctx_get()->max_mailbox = (uint32_t)check_count(L, k, 4294967295.0);
   else if (strcmp(k, "max_mailbox_bytes") == 0)
-    lt_g.max_mailbox_bytes = (uint64_t)check_count(L, k, 9007199254740992.0);
+    lt_ctx_get()->max_mailbox_bytes =
+        (uint64_t)check_count(L, k, 9007199254740992.0);
   else if (strcmp(k, "mailbox_warn") == 0)
-    lt_g.mailbox_warn = (uint32_t)check_count(L, k, 4294967295.0);
+    lt_ctx_get()->mailbox_warn = (uint32_t)check_count(L, k, 4294967295.0);
   else return false;
   return true;
 }
 
 static int l_config(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  if (lt_g.rt)
+  if (lt_ctx_get()->rt)
     return luaL_error(L, "tycho.config: the runtime is running; configure it "
                          "before tycho.run");
   lua_pushnil(L);
@@ -84,43 +79,43 @@ static int l_config(lua_State *L) {
                           "tycho.config: workers must be an integer "
                           "between 1 and %d",
                           TY_MAX_WORKERS);
-      lt_g.workers = (unsigned)v;
+      lt_ctx_get()->workers = (unsigned)v;
     } else if (strcmp(k, "call_timeout") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
       if (!(v > 0))
         return luaL_error(L, "tycho.config: call_timeout must be > 0");
-      lt_g.call_timeout = v;
+      lt_ctx_get()->call_timeout = v;
     } else if (strcmp(k, "max_message") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
       if (!(v >= 64))
         return luaL_error(L, "tycho.config: max_message must be >= 64 "
                              "bytes");
-      lt_g.max_message = (size_t)v;
+      lt_ctx_get()->max_message = (size_t)v;
     } else if (strcmp(k, "max_slice") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
       if (!(v >= 0.01 || v == 0))
         return luaL_error(L, "tycho.config: max_slice must be >= 0.01 "
                              "seconds (or 0: no watchdog)");
-      lt_g.max_slice = v;
+      lt_ctx_get()->max_slice = v;
     } else if (strcmp(k, "stop_timeout") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
       if (!(v >= 0))
         return luaL_error(L, "tycho.config: stop_timeout must be >= 0");
-      lt_g.stop_timeout = v;
+      lt_ctx_get()->stop_timeout = v;
     } else if (strcmp(k, "shutdown_timeout") == 0) {
       lua_Number v = luaL_checknumber(L, -1);
       if (!(v >= 0))
         return luaL_error(L, "tycho.config: shutdown_timeout must be >= 0");
-      lt_g.shutdown_timeout = v;
+      lt_ctx_get()->shutdown_timeout = v;
     } else if (config_mailbox(L, k)) {
     } else if (strcmp(k, "io") == 0) {
       int io = ty__io_kind_parse(luaL_checkstring(L, -1));
       if (io < 0)
         return luaL_error(L, "tycho.config: io must be \"uring\", \"epoll\" or "
                              "\"auto\"");
-      lt_g.io = io;
+      lt_ctx_get()->io = io;
     } else if (strcmp(k, "debug") == 0) {
-      lt_g.debug = lua_toboolean(L, -1);
+      lt_ctx_get()->debug = lua_toboolean(L, -1);
     } else if (strcmp(k, "log_level") == 0) {
       int lv = ty__log_level_parse(luaL_checkstring(L, -1));
       if (lv < 0)
@@ -135,7 +130,8 @@ static int l_config(lua_State *L) {
       ty__log_set(ty__log_level(), strcmp(f, "json") == 0);
     } else if (!lt_pool_config_field(L, k, -1) &&
                !lt_random_config_field(L, k, -1) &&
-               !(lt_g.cluster && lt_g.cluster->config_field(L, k, -1))) {
+               !(lt_ctx_get()->cluster &&
+                 lt_ctx_get()->cluster->config_field(L, k, -1))) {
       return luaL_error(L,
                         "tycho.config: unknown option '%s' (known: workers, "
                         "io, call_timeout, max_message, max_slice, "
@@ -219,7 +215,7 @@ void lt_stop_done(bool ok, const char *data, size_t len) {
 bool lt_stop_failed(void) { return g_stop.failed; }
 
 static unsigned env_workers(lua_State *L) {
-  if (lt_g.workers) return lt_g.workers;
+  if (lt_ctx_get()->workers) return lt_ctx_get()->workers;
   const char *e = getenv("TYCHO_WORKERS");
   if (!e || !*e) return 0;
   char *end;
@@ -235,7 +231,7 @@ static unsigned env_workers(lua_State *L) {
 /* tycho.config{io=} or the launcher's --io, else TYCHO_IO, else auto. An
  * io_uring asked for but not usable here is refused now, not in a worker. */
 static int io_kind(lua_State *L) {
-  int kind = lt_g.io;
+  int kind = lt_ctx_get()->io;
   const char *env = getenv("TYCHO_IO");
   if (kind < 0 && env && *env) {
     kind = ty__io_kind_parse(env);
@@ -262,7 +258,7 @@ static void spawn_launch(lua_State *L, const char *op, const char *arg) {
   lt_actor *h = lt_spawn_request_fn(L, lt_fn_module("tycho.launch", 12),
                                     LT_FN_MODULE, top + 1, "run");
   lua_settop(L, top);
-  if (h && ty_spawn(lt_g.rt, h, NULL)) lt_actor_free(h);
+  if (h && ty_spawn(lt_ctx_get()->rt, h, NULL)) lt_actor_free(h);
 }
 
 static double epoch_now(void) {
@@ -290,7 +286,7 @@ static bool stop_begin(lua_State *L) {
   pthread_mutex_unlock(&g_main.mu);
   if (!first) return false;
   char t[32];
-  snprintf(t, sizeof t, "%.17g", lt_g.shutdown_timeout);
+  snprintf(t, sizeof t, "%.17g", lt_ctx_get()->shutdown_timeout);
   spawn_launch(L, "shutdown", t);
   return true;
 }
@@ -300,7 +296,7 @@ static bool stop_begin(lua_State *L) {
 static void stop_overdue(void) {
   if (!g_stop.begun || g_stop.done) return;
   double past = (double)(ty__now_ns() - g_stop.at_ns) * 1e-9;
-  if (past < lt_g.shutdown_timeout + 2) return;
+  if (past < lt_ctx_get()->shutdown_timeout + 2) return;
   g_stop.done = g_stop.failed = true;
   if (!g_main.done) {
     static const char why[] = "shutdown: the graceful stop did not end";
@@ -340,15 +336,17 @@ static void run_config(lua_State *L, ty_config *cfg) {
   ty_config_init(cfg);
   cfg->workers = env_workers(L);
   cfg->io = io_kind(L);
-  cfg->max_slice_ns = (uint64_t)(lt_g.max_slice * 1e9);
-  cfg->stop_timeout_ns = (uint64_t)(lt_g.stop_timeout * 1e9);
-  if (lt_g.max_mailbox) cfg->mbox_max = lt_g.max_mailbox;
-  if (lt_g.max_mailbox_bytes) cfg->mbox_max_bytes = lt_g.max_mailbox_bytes;
-  if (lt_g.mailbox_warn) cfg->mbox_warn = lt_g.mailbox_warn;
+  cfg->max_slice_ns = (uint64_t)(lt_ctx_get()->max_slice * 1e9);
+  cfg->stop_timeout_ns = (uint64_t)(lt_ctx_get()->stop_timeout * 1e9);
+  if (lt_ctx_get()->max_mailbox) cfg->mbox_max = lt_ctx_get()->max_mailbox;
+  if (lt_ctx_get()->max_mailbox_bytes)
+    cfg->mbox_max_bytes = lt_ctx_get()->max_mailbox_bytes;
+  if (lt_ctx_get()->mailbox_warn) cfg->mbox_warn = lt_ctx_get()->mailbox_warn;
   ty__log_start(); /* now, while memory is plenty (log.h) */
-  lt_g.run_max_memory =
-      lt_g.max_memory ? lt_g.max_memory : lt_mem_default_max();
-  lt_mem_start(lt_g.run_max_memory, lt_g.actor_memory);
+  lt_ctx_get()->run_max_memory = lt_ctx_get()->max_memory
+                                     ? lt_ctx_get()->max_memory
+                                     : lt_mem_default_max();
+  lt_mem_start(lt_ctx_get()->run_max_memory, lt_ctx_get()->actor_memory);
 }
 
 /* Stops the runtime within stop_timeout (the pool's jobs included), and
@@ -356,13 +354,14 @@ static void run_config(lua_State *L, ty_config *cfg) {
 static void stop_runtime(ty_runtime *rt) {
   /* The pool's jobs get a little less than the workers: a worker that
    * closes its state waits for them (lpool.c) and must exit in time. */
-  double t = lt_g.stop_timeout, margin = t / 4 < 0.25 ? t / 4 : 0.25;
-  lt_g.stop_deadline_ns = ty__now_ns() + (uint64_t)((t - margin) * 1e9);
+  double t = lt_ctx_get()->stop_timeout, margin = t / 4 < 0.25 ? t / 4 : 0.25;
+  lt_ctx_get()->stop_deadline_ns =
+      ty__now_ns() + (uint64_t)((t - margin) * 1e9);
   int left = ty_runtime_stop(rt);
   lt_pool_shutdown(); /* if no worker state did it (all abandoned) */
   left += lt_pool_left();
-  lt_g.stop_deadline_ns = 0;
-  lt_g.left_behind += left;
+  lt_ctx_get()->stop_deadline_ns = 0;
+  lt_ctx_get()->left_behind += left;
   if (left)
     ty__logf(TY_LOG_WARN, -1, 0,
              "stop: %d thread(s) still running code that does not return "
@@ -373,14 +372,14 @@ static void stop_runtime(ty_runtime *rt) {
 /* join in a pcall: its errors unwind to join_cluster. */
 static int join_protected(lua_State *L) {
   ty_config *cfg = lua_touserdata(L, 1);
-  lua_pushboolean(L, lt_g.cluster->join(L, cfg));
+  lua_pushboolean(L, lt_ctx_get()->cluster->join(L, cfg));
   return 1;
 }
 
 /* Joins the cluster when one is configured (raising as join does); the
  * spawn request is freed first if it raises. */
 static bool join_cluster(lua_State *L, ty_config *cfg, lt_actor *la) {
-  if (!lt_g.cluster) return false;
+  if (!lt_ctx_get()->cluster) return false;
   lua_pushcfunction(L, join_protected);
   lua_pushlightuserdata(L, cfg);
   if (lua_pcall(L, 1, 1, 0)) {
@@ -399,8 +398,11 @@ static ty_runtime *run_begin(lua_State *L, ty_config *cfg, lt_actor *la,
   lt_publish_paths(L); /* the caller's paths, for the workers */
   *clustered = join_cluster(L, cfg, la);
   ty_runtime *rt;
-  if (ty_runtime_new(cfg, &lt_ops, NULL, &rt)) {
-    if (*clustered) lt_g.cluster->stop();
+  lt_ctx *ctx = lt_ctx_get();
+  ctx->life = &lt_life_all; /* no worker runs yet: they read these from now */
+  ctx->main_done = lt_main_done;
+  if (ty_runtime_new(cfg, &lt_actor_ops_all, ctx, &rt)) {
+    if (*clustered) lt_ctx_get()->cluster->stop();
     lt_actor_free(la);
     luaL_error(L, "tycho.run: cannot create the runtime");
     return NULL;
@@ -409,24 +411,25 @@ static ty_runtime *run_begin(lua_State *L, ty_config *cfg, lt_actor *la,
    * launcher was starting must still stop this run. */
   g_main.done = g_main.finished = false;
   memset(&g_stop, 0, sizeof g_stop);
-  lt_g.rt = rt;
+  lt_ctx_get()->rt = rt;
   lt_graves_open(ty_runtime_workers(rt));
   la->is_main = true;
-  if (*clustered) lt_g.cluster->start(rt);
+  if (*clustered) lt_ctx_get()->cluster->start(rt);
   return rt;
 }
 
 /* Main has ended: stops and frees the runtime, returns main's results or
  * raises its error. */
 static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
-  if (clustered) lt_g.cluster->stop();
+  if (clustered) lt_ctx_get()->cluster->stop();
   stop_runtime(rt);
   pthread_mutex_lock(&g_main.mu);
   g_here = NULL;
   pthread_mutex_unlock(&g_main.mu);
-  lt_g.rt = NULL;
+  lt_ctx_get()->rt = NULL;
   ty_runtime_free(rt);
-  if (lt_g.cluster && lt_g.cluster->run_end) lt_g.cluster->run_end();
+  if (lt_ctx_get()->cluster && lt_ctx_get()->cluster->run_end)
+    lt_ctx_get()->cluster->run_end();
   lt_fn_clear();
   lt_graves_close();
   lt_names_clear();
@@ -444,7 +447,7 @@ static int run_end(lua_State *L, ty_runtime *rt, bool clustered) {
     return lua_error(L);
   }
   char err[256];
-  int n = ty__codec_decode(L, data, len, err, sizeof err);
+  int n = lt_codec_decode(L, data, len, err, sizeof err);
   free(data);
   if (n < 0) return luaL_error(L, "tycho.run: bad results: %s", err);
   return n;
@@ -458,7 +461,7 @@ static int run_main(lua_State *L, ty_config *cfg, lt_actor *la) {
   ty_runtime_start(rt);
   ty_spawn(rt, la, NULL);
   g_last_reload = epoch_now();
-  if (lt_g.observe) spawn_launch(L, "observe", lt_g.observe);
+  if (lt_ctx_get()->observe) spawn_launch(L, "observe", lt_ctx_get()->observe);
   wait_main(L);
   return run_end(L, rt, clustered);
 }
@@ -490,7 +493,8 @@ static int run_here(lua_State *L, ty_config *cfg, lt_actor *la) {
 static void check_can_run(lua_State *L) {
   if (ty_worker_current())
     luaL_error(L, "tycho.run: already inside the runtime (use tycho.spawn)");
-  if (lt_g.rt) luaL_error(L, "tycho.run: the runtime is already running");
+  if (lt_ctx_get()->rt)
+    luaL_error(L, "tycho.run: the runtime is already running");
 }
 
 /* Where main was defined, for reports (a spawned function's blob says it:
@@ -539,7 +543,7 @@ static int l_run_file(lua_State *L) {
   ty__buf b;
   ty__buf_init(&b);
   char err[256];
-  if (ty__codec_encode(L, 1, lua_gettop(L), &b, SIZE_MAX, err, sizeof err)) {
+  if (lt_codec_encode(L, 1, lua_gettop(L), &b, SIZE_MAX, err, sizeof err)) {
     ty__buf_free(&b);
     lt_actor_free(la);
     return luaL_error(L, "tycho: %s", err);
@@ -585,7 +589,7 @@ static int l_shutdown_done(lua_State *L) {
   ty__buf b;
   ty__buf_init(&b);
   char err[64];
-  if (ty__codec_encode(L, 1, 2, &b, SIZE_MAX, err, sizeof err))
+  if (lt_codec_encode(L, 1, 2, &b, SIZE_MAX, err, sizeof err))
     return luaL_error(L, "tycho: %s", err);
   lt_stop_done(ok, (const char *)b.data, b.len);
   ty__buf_free(&b);
@@ -593,7 +597,7 @@ static int l_shutdown_done(lua_State *L) {
 }
 
 static int l_running(lua_State *L) {
-  lua_pushboolean(L, lt_g.rt != NULL);
+  lua_pushboolean(L, lt_ctx_get()->rt != NULL);
   return 1;
 }
 
@@ -602,15 +606,15 @@ static int l_running(lua_State *L) {
 static int l_spawn_at(lua_State *L) {
   lt_current(L, "_spawn_at");
   lua_Number w = luaL_checknumber(L, 1);
-  unsigned n = ty_runtime_workers(lt_g.rt);
+  unsigned n = ty_runtime_workers(lt_ctx_get()->rt);
   if (w < 1 || w > n || floor(w) != w)
     return luaL_error(L, "tycho._spawn_at: worker must be 1..%d", (int)n);
   lt_actor *la = lt_spawn_request(L, 2, 3, "_spawn_at");
   if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;
-  int err = ty_spawn_at(lt_g.rt, (unsigned)w - 1, la, &pid);
+  int err = ty_spawn_at(lt_ctx_get()->rt, (unsigned)w - 1, la, &pid);
   if (err == -EHOSTDOWN) { /* declared stuck: spawn elsewhere, or later */
-    if (la->spawn) ty__codec_release(la->spawn, la->spawn_len);
+    if (la->spawn) lt_codec_release(la->spawn, la->spawn_len);
     lt_actor_free(la);
     return lt_push_fail(L, "stuck");
   }
@@ -645,15 +649,20 @@ static const luaL_Reg funcs[] = {{"config", l_config},
  * (config{} and the launcher's flags come later and win). */
 static void log_from_env(void) {
   const char *dbg = getenv("TYCHO_DEBUG");
-  if (dbg && *dbg && strcmp(dbg, "0") != 0) lt_g.debug = true;
+  if (dbg && *dbg && strcmp(dbg, "0") != 0) lt_ctx_get()->debug = true;
   int lv = ty__log_level_parse(getenv("TYCHO_LOG"));
   const char *f = getenv("TYCHO_LOG_FORMAT");
   bool json = f ? strcmp(f, "json") == 0 : ty__log_json();
   ty__log_set(lv >= 0 ? lv : ty__log_level(), json);
 }
 
+static void open_once(void) {
+  log_from_env();
+  lt_on_state_exit(lt_shared_thread_end);
+}
+
 void lt_open_run(lua_State *L) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, log_from_env);
+  pthread_once(&once, open_once);
   luaL_register(L, NULL, funcs);
 }

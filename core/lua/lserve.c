@@ -22,129 +22,32 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lactor.h"
 #include "lapi.h"
-#include "lrun.h"
+#include "lco.h"
+#include "lexit.h"
+#include "lserve.h"
 #include "lstate.h"
-
-/* Actor coroutines alive per worker: written by that worker only (plain
- * load + store), read by tycho.stats on any thread; relaxed is enough for a
- * gauge that orders nothing else. */
-static _Atomic int64_t co_live[TY_MAX_WORKERS];
-
-static inline void co_add(lt_worker *lw, int delta) {
-  _Atomic int64_t *c = &co_live[lw->id];
-  atomic_store_explicit(c,
-                        atomic_load_explicit(c, memory_order_relaxed) + delta,
-                        memory_order_relaxed);
-}
-
-void lt_co_count(int delta) {
-  lt_worker *lw = lt_worker_get();
-  if (lw && lw->w) co_add(lw, delta);
-}
-
-int64_t lt_co_live(unsigned workers) {
-  int64_t n = 0;
-  for (unsigned i = 0; i < workers && i < TY_MAX_WORKERS; i++)
-    n += atomic_load_explicit(&co_live[i], memory_order_relaxed);
-  return n;
-}
-
-/* A coroutine for la's next message: from the pool, else a new one. */
-static void co_take(lt_worker *lw, lt_actor *la) {
-  if (lw->ncopool) {
-    lw->ncopool--;
-    la->co = lw->copool[lw->ncopool].co;
-    la->co_ref = lw->copool[lw->ncopool].ref;
-  } else {
-    la->co = lua_newthread(lw->L);
-    la->co_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
-  }
-  co_add(lw, 1);
-}
-
-/* la's coroutine returned: into the pool (or freed when the pool is full). */
-static void co_give_back(lt_worker *lw, lt_actor *la) {
-  lua_settop(la->co, 0);
-  if (lw->ncopool < LT_COPOOL) {
-    /* The next user must not inherit this one's setfenv(0, t): the thread's
-     * globals go back to the worker's. */
-    lua_rawgeti(lw->L, LUA_REGISTRYINDEX, la->co_ref);
-    lua_pushvalue(lw->L, LUA_GLOBALSINDEX);
-    lua_setfenv(lw->L, -2);
-    lua_pop(lw->L, 1);
-    lw->copool[lw->ncopool].co = la->co;
-    lw->copool[lw->ncopool].ref = la->co_ref;
-    lw->ncopool++;
-  } else {
-    luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
-  }
-  la->co = NULL;
-  la->co_ref = LUA_NOREF;
-  co_add(lw, -1);
-}
-
-/* Actors' coroutines share the pool: a coroutine that returned (status 0,
- * its stack emptied) resumes anew with a function pushed, as a handler's
- * does. The spawn benchmark spent a quarter of its CPU in lua_newthread
- * and luaL_ref (bench/results-alloc.md). */
-void lt_co_start(lt_worker *lw, lt_actor *la) {
-  if (lw->w) {
-    co_take(lw, la);
-    return;
-  }
-  la->co = lua_newthread(lw->L);
-  la->co_ref = luaL_ref(lw->L, LUA_REGISTRYINDEX);
-}
-
-void lt_co_end(lt_worker *lw, lt_actor *la) {
-  if (la->co_returned && la->co && lw->w && lt_worker_get() == lw &&
-      lua_status(la->co) == 0) {
-    co_give_back(lw, la);
-    return;
-  }
-  luaL_unref(lw->L, LUA_REGISTRYINDEX, la->co_ref);
-  la->co_ref = LUA_NOREF;
-  lt_co_count(-1);
-}
 
 /* Answers the call the handler ran for with co[2..top]; false when the
  * values cannot be copied (the reason is in err). */
-static bool send_reply(lt_worker *lw, lt_actor *la, lua_State *co, char *err,
-                       size_t errlen) {
+static bool send_reply(lt_actor *la, lua_State *co, char *err, size_t errlen) {
   int i = lt_owed_last(la);
   if (i < 0) return true; /* answered already (tycho.reply in the handler) */
   lt_owed o = la->owed[i];
   lt_owed_remove(la, o.to, o.ref);
-  ty_msg *m = lt_direct_new(co, o.to, 2, lua_gettop(co) - 1);
-  if (m) { /* a caller of this worker */
-    m->to = o.to;
-    m->kind = LT_REPLY;
-    m->ref = o.ref;
-    if (ty_send(lt_g.rt, m)) {
-      lt_msg_release(m);
-      ty_msg_free(m);
-    }
-    return true;
-  }
-  ty__buf_reset(&lw->buf);
-  bool remote = ty_pid_remote(lt_g.rt, o.to);
-  lt_remote_encode = remote;
-  int r = ty__codec_encode(co, 2, lua_gettop(co) - 1, &lw->buf,
-                           lt_g.max_message, err, errlen);
-  lt_remote_encode = false;
-  /* relaxed: written once by the cluster's start, before workers run. */
-  size_t max = atomic_load_explicit(&lt_g.remote_max, memory_order_relaxed);
-  if (!r && remote && max && lw->buf.len > max) {
-    snprintf(err, errlen, "the reply is too big to cross nodes");
-    r = -1;
-  }
-  if (r) {
+  ty_msg *m;
+  if (lt_msg_make(co, o.to, false, 2, lua_gettop(co) - 1, &m, err, errlen)) {
     lt_send_reply_err(o.to, o.ref, "dead");
     return false;
   }
-  lt_send_raw(o.to, LT_REPLY, o.ref, lw->buf.data, lw->buf.len);
+  if (!m) return true; /* out of memory: the caller times out */
+  m->to = o.to;
+  m->kind = LT_REPLY;
+  m->ref = o.ref;
+  if (ty_send(lt_worker_get()->ctx->rt, m)) {
+    if (lt_msg_direct(m)) lt_msg_release(m);
+    ty_msg_free(m);
+  }
   return true;
 }
 
@@ -168,7 +71,7 @@ int lt_serve_idle(ty_actor *a, lt_actor *la) {
       r->srv_err = luaL_ref(co, LUA_REGISTRYINDEX);
     } else if (call) {
       char err[256];
-      if (!send_reply(lw, la, co, err, sizeof err)) {
+      if (!send_reply(la, co, err, sizeof err)) {
         char reason[300];
         snprintf(reason, sizeof reason,
                  "tycho.server: the reply cannot be copied: %s", err);
@@ -176,7 +79,7 @@ int lt_serve_idle(ty_actor *a, lt_actor *la) {
       }
     }
   }
-  co_give_back(lw, la);
+  lt_co_give_back(lw, la);
   la->wait = LT_W_SERVE;
   /* A message that came while the handler ran would not wake it again. */
   if (failed || a->mbox.len) return TY_YIELD;
@@ -186,7 +89,7 @@ int lt_serve_idle(ty_actor *a, lt_actor *la) {
 
 /* A handler failed: dispatch(state, nil, err) runs terminate and fails. */
 static int wake_failed(lt_actor *la) {
-  co_take(lt_worker_get(), la);
+  lt_co_take(lt_worker_get(), la);
   lua_State *co = la->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_fn);
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_state);
@@ -204,7 +107,7 @@ int lt_serve_wake(ty_actor *a, lt_actor *la) {
     ty_actor_wait(a, -1, 0);
     return -1;
   }
-  co_take(lt_worker_get(), la);
+  lt_co_take(lt_worker_get(), la);
   lua_State *co = la->co;
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_fn);
   lua_rawgeti(co, LUA_REGISTRYINDEX, la->srv_state);
@@ -212,14 +115,6 @@ int lt_serve_wake(ty_actor *a, lt_actor *la) {
   la->srv_call = m->kind == LT_CALL;
   if (la->srv_call) lt_owed_push(la, m->from, m->ref);
   return 2 + lt_decode_msg(co, la, m);
-}
-
-void lt_serve_drop(lua_State *L, lt_actor *la) {
-  luaL_unref(L, LUA_REGISTRYINDEX, la->srv_fn);
-  luaL_unref(L, LUA_REGISTRYINDEX, la->srv_state);
-  luaL_unref(L, LUA_REGISTRYINDEX, lt_rare_rd(la)->srv_err); /* NOREF: no-op */
-  la->srv_fn = la->srv_state = LUA_NOREF;
-  if (la->rare) la->rare->srv_err = LUA_NOREF;
 }
 
 /* tycho.core._serve(dispatch, state) -> module name | nil: the running

@@ -20,9 +20,10 @@
 #include "base/common.h"
 #include "codec.h"
 #include "lapi.h"
+#include "lctx.h"
 #include "lmem.h"
-#include "lrun.h"
 #include "lshared.h"
+#include "ltimer.h"
 #include "store/shtab.h"
 
 #define SHARED_MT "tycho.shared.table"
@@ -103,7 +104,7 @@ void lt_shared_run_end(void) {
 static ty_shnow now(void) {
   uint64_t real = ty__now_ns();
   ty_shnow n = {real, real};
-  if (lt_g.rt && ty_runtime_is_virtual(lt_g.rt))
+  if (lt_ctx_get()->rt && ty_runtime_is_virtual(lt_ctx_get()->rt))
     n.ttl = (uint64_t)(lt_now_s() * 1e9); /* tycho.test.clock() */
   return n;
 }
@@ -143,10 +144,8 @@ static const char *check_key(lua_State *L, int idx, size_t *len) {
 static void encode_in(lua_State *L, int idx, ty_shtab *t, ty__buf *b) {
   char err[256];
   ty__buf_reset(b);
-  lt_store_encode = true;
-  int rc =
-      ty__codec_encode(L, idx, 1, b, ty_shtab_capacity(t), err, sizeof err);
-  lt_store_encode = false;
+  int rc = lt_codec_encode_to(L, idx, 1, b, ty_shtab_capacity(t),
+                              LT_CODEC_TO_STORE, err, sizeof err);
   if (rc) luaL_error(L, "shared table: %s", err);
 }
 
@@ -186,7 +185,7 @@ static int push_val(lua_State *L, const ty_shval *v, ty__buf *b) {
     n = 2;
     break;
   default:
-    if (ty__codec_decode(L, v->data, v->len, err, sizeof err) != 1) n = -1;
+    if (lt_codec_decode(L, v->data, v->len, err, sizeof err) != 1) n = -1;
   }
   buf_give(b);
   if (n < 0) return luaL_error(L, "shared table: a bad value: %s", err);

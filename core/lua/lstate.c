@@ -7,18 +7,18 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "lactor.h"
+#include "ldirect.h"
 #include "lguard.h"
-#include "lobserve.h"
 #include "lrandom.h"
-#include "lrun.h"
-#include "lshared.h"
 #include "lstate.h"
 
 /* relaxed: figures for tycho.stats, each written by its worker alone. */
 static _Atomic size_t g_heap_used[TY_MAX_WORKERS];
+/* Ticks each worker spent in resumes (lt_busy_slot); relaxed, for the same
+ * reason. */
+static _Atomic uint64_t g_busy[TY_MAX_WORKERS];
 
-_Thread_local lt_worker *lt_tls_worker;
+_Atomic uint64_t *lt_busy_slot(unsigned i) { return &g_busy[i]; }
 
 /* ---- package paths ---------------------------------------------------------
  *
@@ -77,10 +77,10 @@ static void note_paths(lua_State *L, bool force) {
   }
   if (!same && lua_isstring(L, -3) && lua_isstring(L, -2)) {
     pthread_mutex_lock(&paths_mu);
-    free(lt_g.path);
-    free(lt_g.cpath);
-    lt_g.path = strdup(lua_tostring(L, -3));
-    lt_g.cpath = strdup(lua_tostring(L, -2));
+    free(lt_ctx_get()->path);
+    free(lt_ctx_get()->cpath);
+    lt_ctx_get()->path = strdup(lua_tostring(L, -3));
+    lt_ctx_get()->cpath = strdup(lua_tostring(L, -2));
     atomic_fetch_add_explicit(&paths_version, 1, memory_order_relaxed);
     pthread_mutex_unlock(&paths_mu);
     lua_pop(L, 3);
@@ -100,8 +100,8 @@ void lt_publish_paths(lua_State *L) { note_paths(L, true); }
 /* Gives package (on top of L) the published paths. */
 static void apply_paths(lua_State *L, uint64_t *applied) {
   pthread_mutex_lock(&paths_mu);
-  set_field_str(L, "path", lt_g.path);
-  set_field_str(L, "cpath", lt_g.cpath);
+  set_field_str(L, "path", lt_ctx_get()->path);
+  set_field_str(L, "cpath", lt_ctx_get()->cpath);
   if (applied)
     *applied = atomic_load_explicit(&paths_version, memory_order_relaxed);
   pthread_mutex_unlock(&paths_mu);
@@ -122,16 +122,16 @@ void lt_set_paths(lua_State *L, uint64_t *applied) {
   /* This copy of the core answers require "tycho.core" in every state, so
    * the workers and the caller of tycho.run share one runtime. */
   lua_getfield(L, -1, "preload");
-  lua_pushcfunction(L, lt_g.opener);
+  lua_pushcfunction(L, lt_ctx_get()->opener);
   lua_setfield(L, -2, "tycho.core");
   lua_pop(L, 2);
 }
 
 static void set_arg(lua_State *L) {
-  if (!lt_g.argv) return;
-  lua_createtable(L, lt_g.argc, 1);
-  for (int i = 0; i < lt_g.argc; i++) {
-    lua_pushstring(L, lt_g.argv[i]);
+  if (!lt_ctx_get()->argv) return;
+  lua_createtable(L, lt_ctx_get()->argc, 1);
+  for (int i = 0; i < lt_ctx_get()->argc; i++) {
+    lua_pushstring(L, lt_ctx_get()->argv[i]);
     lua_rawseti(L, -2, i);
   }
   lua_setglobal(L, "arg");
@@ -267,8 +267,9 @@ static void guard_borrowed(lt_worker *lw) {
 #define NEW_STATE() luaL_newstate()
 
 void lt_state_init(ty_worker *w, void *ud) {
-  (void)ud;
   lt_worker *lw = ty__xcalloc(1, sizeof *lw);
+  lw->ctx = ud; /* the context tycho.run gave the runtime (lrun.c) */
+  lw->life = lw->ctx->life;
   lw->L = t_borrow ? t_borrow : NEW_STATE();
   if (!lw->L) ty__die("cannot create a Lua state");
   lw->w = w;
@@ -308,16 +309,18 @@ void lt_state_init(ty_worker *w, void *ud) {
 /* Written by the first detach of each kind (a worker thread) and read by
  * the exits: relaxed pointers, each set once to the same value, and a
  * registration seen late only matters for a state that has nothing of it. */
-static _Atomic(void (*)(void)) g_give_back[4];
+typedef _Atomic(void (*)(void)) hook_slot;
+static hook_slot g_give_back[4], g_state_exit[4];
 
-void lt_on_give_back(void (*fn)(void)) {
+/* relaxed: the hooks are registered by the openers, before the runtime
+ * that calls them starts its workers (thread creation orders them). */
+static void hook_add(hook_slot *slots, void (*fn)(void)) {
   for (unsigned i = 0; i < 4; i++) {
-    void (*f)(void) =
-        atomic_load_explicit(&g_give_back[i], memory_order_relaxed);
+    void (*f)(void) = atomic_load_explicit(&slots[i], memory_order_relaxed);
     if (f == fn) return;
     if (!f) {
       void (*none)(void) = NULL;
-      if (atomic_compare_exchange_strong_explicit(&g_give_back[i], &none, fn,
+      if (atomic_compare_exchange_strong_explicit(&slots[i], &none, fn,
                                                   memory_order_relaxed,
                                                   memory_order_relaxed) ||
           none == fn)
@@ -326,14 +329,20 @@ void lt_on_give_back(void (*fn)(void)) {
   }
 }
 
+static void hooks_run(hook_slot *slots) {
+  for (unsigned i = 0; i < 4; i++) {
+    void (*f)(void) = atomic_load_explicit(&slots[i], memory_order_relaxed);
+    if (f) f();
+  }
+}
+
+void lt_on_give_back(void (*fn)(void)) { hook_add(g_give_back, fn); }
+void lt_on_state_exit(void (*fn)(void)) { hook_add(g_state_exit, fn); }
+
 void lt_state_exit(ty_worker *w, void *ud) {
   (void)ud;
   lt_worker *lw = ty_worker_data(w);
-  for (unsigned i = 0; lw->borrowed && i < 4; i++) {
-    void (*f)(void) =
-        atomic_load_explicit(&g_give_back[i], memory_order_relaxed);
-    if (f) f();
-  }
+  if (lw->borrowed) hooks_run(g_give_back);
   lt_gc_final(lw->L);
   /* The pooled coroutines of servers (lserve.c) go with a closed state;
    * a borrowed one keeps no registry slot of ours. */
@@ -349,7 +358,7 @@ void lt_state_exit(ty_worker *w, void *ud) {
   lt_mem_flush();
   lt_heap_publish(w, &lw->heap);
   ty__buf_free(&lw->buf);
-  lt_shared_thread_end();
+  hooks_run(g_state_exit);
   free(lw->free_slots);
   free(lw);
   ty_worker_set_data(w, NULL);

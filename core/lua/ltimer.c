@@ -17,7 +17,7 @@
 
 #include "lapi.h"
 #include "lnames.h"
-#include "lrun.h"
+#include "ltimer.h"
 
 /* The owner of the caller's timers: the actor (a fork's is its actor). */
 static ty_actor *owner_of(lt_cur c) {
@@ -46,8 +46,8 @@ static int start_timer(lua_State *L, const char *fname, bool repeat) {
   m->kind = LT_MSG;
   m->to = to;
   m->aux = atom;
-  if (repeat && ty__codec_has_handles(m->data, m->len)) {
-    ty__codec_release(m->data, m->len);
+  if (repeat && lt_codec_has_handles(m->data, m->len)) {
+    lt_codec_release(m->data, m->len);
     ty_msg_free(m);
     return luaL_error(L,
                       "tycho.%s: a connection can move only once, so it "
@@ -58,7 +58,7 @@ static int start_timer(lua_State *L, const char *fname, bool repeat) {
   uint64_t ns = (uint64_t)(s * 1e9);
   int64_t id = ty_timer_send(owner_of(c), m, ns, repeat ? ns : 0);
   if (id < 0) {
-    ty__codec_release(m->data, m->len);
+    lt_codec_release(m->data, m->len);
     ty_msg_free(m);
     return luaL_error(L, "tycho.%s: too many timers on this worker", fname);
   }
@@ -103,7 +103,7 @@ int lt_timer_due(ty_msg *m, ty_worker *w, void *ud) {
 static uint64_t clock_real0, clock_virt0;
 
 double lt_now_s(void) {
-  ty_runtime *rt = lt_g.rt;
+  ty_runtime *rt = lt_ctx_get()->rt;
   if (rt && ty_runtime_is_virtual(rt))
     return (double)(clock_real0 + (ty_runtime_now_ns(rt) - clock_virt0)) * 1e-9;
   return (double)ty__now_ns() * 1e-9;
@@ -111,10 +111,10 @@ double lt_now_s(void) {
 
 static int l_clock_virtual(lua_State *L) {
   lt_current(L, "test.clock");
-  if (!ty_runtime_is_virtual(lt_g.rt)) {
+  if (!ty_runtime_is_virtual(lt_ctx_get()->rt)) {
     clock_real0 = ty__now_ns();
-    clock_virt0 = ty_runtime_now_ns(lt_g.rt);
-    ty_runtime_virtual(lt_g.rt);
+    clock_virt0 = ty_runtime_now_ns(lt_ctx_get()->rt);
+    ty_runtime_virtual(lt_ctx_get()->rt);
   }
   return 0;
 }
@@ -125,9 +125,9 @@ static int l_clock_advance(lua_State *L) {
   lua_Number s = luaL_checknumber(L, 1);
   if (!(s >= 0) || s > 1e9)
     return luaL_error(L, "clock:advance: seconds must be >= 0, got %f", s);
-  if (!ty_runtime_is_virtual(lt_g.rt))
+  if (!ty_runtime_is_virtual(lt_ctx_get()->rt))
     return luaL_error(L, "clock:advance: the runtime is not on virtual time");
-  lua_pushnumber(L, (lua_Number)ty_runtime_advance(lt_g.rt,
+  lua_pushnumber(L, (lua_Number)ty_runtime_advance(lt_ctx_get()->rt,
                                                    (uint64_t)(s * 1e9 + 0.5)));
   return 1;
 }
@@ -136,12 +136,13 @@ static int l_clock_advance(lua_State *L) {
 static int l_clock_fired(lua_State *L) {
   lt_current(L, "test.clock");
   lua_Number v = luaL_checknumber(L, 1);
-  lua_pushboolean(L, ty_runtime_fired(lt_g.rt, (uint64_t)v));
+  lua_pushboolean(L, ty_runtime_fired(lt_ctx_get()->rt, (uint64_t)v));
   return 1;
 }
 
 static int l_clock_is_virtual(lua_State *L) {
-  lua_pushboolean(L, lt_g.rt && ty_runtime_is_virtual(lt_g.rt));
+  lua_pushboolean(L,
+                  lt_ctx_get()->rt && ty_runtime_is_virtual(lt_ctx_get()->rt));
   return 1;
 }
 

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "lapi.h"
-#include "lobserve.h"
+#include "lsend.h"
 #include "lstate.h"
+#include "ltrace.h"
 
 static const char *event_name(int ev) {
   switch (ev) {

@@ -134,7 +134,8 @@ ty_actor *lt_net_actor(lua_State *L, const char *fname) {
 int lt_net_rewait(ty_actor *a, lt_actor *la) {
   int64_t left = -1;
   if (la->deadline_ns) {
-    uint64_t now = ty_runtime_now_ns(lt_g.rt); /* as lt_wait_for set it */
+    uint64_t now =
+        ty_runtime_now_ns(lt_ctx_get()->rt); /* as lt_wait_for set it */
     left = la->deadline_ns > now ? (int64_t)(la->deadline_ns - now) : 0;
   }
   ty_actor_wait(a, left, UINT64_MAX);

@@ -45,7 +45,7 @@ static int l_io_available(lua_State *L) {
 }
 
 void lt_open_net(lua_State *L) {
-  ty__codec_set_hooks(&lt_tcp_hooks);
+  lt_codec_set_hooks(&lt_tcp_hooks);
   lt_tcp_push(L);
   lua_setfield(L, -2, "tcp");
   lua_pushcfunction(L, lt_tls_l_config);

@@ -106,7 +106,9 @@ static int l_worker_id(lua_State *L) {
 }
 
 static int l_worker_count(lua_State *L) {
-  lua_pushinteger(L, lt_g.rt ? (lua_Integer)ty_runtime_workers(lt_g.rt) : 0);
+  lua_pushinteger(L, lt_ctx_get()->rt
+                         ? (lua_Integer)ty_runtime_workers(lt_ctx_get()->rt)
+                         : 0);
   return 1;
 }
 

@@ -282,7 +282,7 @@ int lt_lst_l_shed(lua_State *L);
 /* ---- handles in messages (ltcp_transit.c) ------------------------------- */
 
 /* The codec hooks (codec.h) for userdata with one of our metatables. */
-extern const ty__codec_hooks lt_tcp_hooks;
+extern const lt_codec_hooks lt_tcp_hooks;
 /* Releases a handle whose message was never decoded. */
 void lt_tcp_drop(int kind, void *p);
 /* The transit table: handles inside encoded messages, keyed by token. A

@@ -134,7 +134,7 @@ static void wake_any(ty_actor *a, ty_pid pid, unsigned worker) {
   m->to = pid;
   m->kind = LT_NUDGE;
   m->ref = UINT64_MAX;
-  if (ty_send(lt_g.rt, m)) ty_msg_free(m);
+  if (ty_send(lt_ctx_get()->rt, m)) ty_msg_free(m);
 }
 
 /* Wakes every waiter (under mu); they find out why themselves. */
@@ -402,7 +402,7 @@ static SSL_CTX *listen_tls(lua_State *L, bool *failed) {
 int lt_tcp_listen(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ty_actor *a = ty_actor_current();
-  if (!a || !lt_g.rt)
+  if (!a || !lt_ctx_get()->rt)
     return luaL_error(L, "tycho.tcp.listen must be called from inside an "
                          "actor (start one with tycho.run)");
   lua_getfield(L, 1, "port");
@@ -426,7 +426,7 @@ int lt_tcp_listen(lua_State *L) {
     SSL_CTX_free(tls);
     return lt_push_fail(L, lt_net_errtok(fd));
   }
-  unsigned n = ty_runtime_workers(lt_g.rt);
+  unsigned n = ty_runtime_workers(lt_ctx_get()->rt);
   lt_listener *l = ty__xcalloc(1, sizeof *l + n * sizeof(lt_lslot));
   atomic_init(&l->refs, 2); /* the userdata, the owner */
   atomic_init(&l->closed, false);
@@ -537,7 +537,7 @@ static int accept_wake(lua_State *co, ty_actor *a, lt_actor *la,
   int fd = -1, err = 0, r = TAKE_FD;
   /* A timeout may be the short one of l_accept (TAKE_LATER): then the
    * entries meant for others had their time, and any is taken. */
-  bool expired = timed_out && ty_runtime_now_ns(lt_g.rt) >= w->until;
+  bool expired = timed_out && ty_runtime_now_ns(lt_ctx_get()->rt) >= w->until;
   drop_nudges(a);
   pthread_mutex_lock(&l->mu);
   handed_unlink(l, w);
@@ -589,19 +589,19 @@ static int l_accept(lua_State *L) {
   lt_waiter *w = NULL;
   pthread_mutex_lock(&l->mu);
   /* Virtual time (specs) would hold the short wait below until advanced. */
-  bool any = tmo == 0 || ty_runtime_is_virtual(lt_g.rt);
+  bool any = tmo == 0 || ty_runtime_is_virtual(lt_ctx_get()->rt);
   int r = take_now(l, me, any, &fd, &err);
   int64_t wait = tmo;
   if (r == TAKE_LATER && (tmo < 0 || tmo > LT_QUEUE_KEEP_NS))
     wait = LT_QUEUE_KEEP_NS; /* then anything queued is ours */
-  uint64_t back = lt_nofile_until(l), now = ty_runtime_now_ns(lt_g.rt);
+  uint64_t back = lt_nofile_until(l), now = ty_runtime_now_ns(lt_ctx_get()->rt);
   if (back && (wait < 0 || now + (uint64_t)wait > back)) /* then arm it */
     wait = back > now ? (int64_t)(back - now) : 1;
   if ((r == TAKE_NONE || r == TAKE_LATER) && tmo != 0) {
     w = ty__xcalloc(1, sizeof *w);
     w->fd = -1;
-    w->until =
-        tmo < 0 ? UINT64_MAX : ty_runtime_now_ns(lt_g.rt) + (uint64_t)tmo;
+    w->until = tmo < 0 ? UINT64_MAX
+                       : ty_runtime_now_ns(lt_ctx_get()->rt) + (uint64_t)tmo;
     w->a = a;
     w->pid = a->pid;
     w->worker = me;

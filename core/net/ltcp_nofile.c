@@ -43,7 +43,7 @@ void lt_nofile_reserve(void) {
   pthread_mutex_unlock(&g_res_mu);
 }
 
-static uint64_t now_ns(void) { return ty_runtime_now_ns(lt_g.rt); }
+static uint64_t now_ns(void) { return ty_runtime_now_ns(lt_ctx_get()->rt); }
 
 void lt_nofile_clear(lt_listener *l) {
   l->nofile_since = l->retry_at = 0;
@@ -112,7 +112,8 @@ bool lt_nofile_hit(lt_listener *l, int res) {
   l->backoff_ns = l->backoff_ns ? l->backoff_ns * 2 : BACKOFF_MIN_NS;
   if (l->backoff_ns > BACKOFF_MAX_NS) l->backoff_ns = BACKOFF_MAX_NS;
   /* Virtual time (specs) would hold the back-off until advanced. */
-  l->retry_at = ty_runtime_is_virtual(lt_g.rt) ? 0 : now + l->backoff_ns;
+  l->retry_at =
+      ty_runtime_is_virtual(lt_ctx_get()->rt) ? 0 : now + l->backoff_ns;
   shed = now > l->nofile_since && now - l->nofile_since >= SHED_AFTER_NS;
   if (shed && !l->nofile_told) tell = l->nofile_told = true;
   uint64_t since = l->nofile_since;

@@ -54,16 +54,16 @@ static const char *conn_stuck(const lt_conn *c, void *ud) {
   return NULL;
 }
 
-static int tcp_encode(lua_State *L, int idx, uint64_t *token, char *err,
+static int tcp_encode(lua_State *L, int idx, int to, uint64_t *token, char *err,
                       size_t errlen) {
   int kind = udata_kind(L, idx);
   if (!kind) return 1;
-  if (lt_store_encode)
+  if (to == LT_CODEC_TO_STORE)
     return hook_fail(err, errlen,
                      kind == LT_H_CONN
                          ? "cannot store a tcp connection in a shared table"
                          : "cannot store a tcp listener in a shared table");
-  if (lt_remote_encode)
+  if (to == LT_CODEC_TO_NODE)
     return hook_fail(err, errlen,
                      kind == LT_H_CONN
                          ? "cannot send a tcp connection to another node"
@@ -179,10 +179,10 @@ static void tcp_release(uint64_t token) {
   if (p) lt_tcp_drop(kind, p);
 }
 
-const ty__codec_hooks lt_tcp_hooks = {.encode = tcp_encode,
-                                      .decode = tcp_decode,
-                                      .done = tcp_encoded,
-                                      .drop = tcp_release};
+const lt_codec_hooks lt_tcp_hooks = {.encode = tcp_encode,
+                                     .decode = tcp_decode,
+                                     .done = tcp_encoded,
+                                     .drop = tcp_release};
 
 /* ---- the transit table ------------------------------------------------- */
 

@@ -79,7 +79,7 @@ static bool find_table_key(int b, int k, int v, int depth) {
 
 static bool tab_eq(int a, int b, int depth) {
   bool ok = true;
-  if (depth > 2 * TY_CODEC_MAX_DEPTH) return false;
+  if (depth > 2 * LT_CODEC_MAX_DEPTH) return false;
   if (count_keys(a) != count_keys(b)) return false;
   lua_pushnil(L);
   while (ok && lua_next(L, a)) {
@@ -122,12 +122,12 @@ bool list_eq(int a, int b, int n) {
 int check_roundtrip(int first, int n) {
   int top = lua_gettop(L);
   size_t start = B.len;
-  CHECK_EQ(ty__codec_encode(L, first, n, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, first, n, &B, SIZE_MAX, err, sizeof(err)), 0);
   CHECK_EQ(lua_gettop(L), top);
-  CHECK_EQ(ty__codec_decode(L, B.data + start, B.len - start, err, sizeof(err)),
+  CHECK_EQ(lt_codec_decode(L, B.data + start, B.len - start, err, sizeof(err)),
            n);
   CHECK(list_eq(first, top + 1, n));
-  CHECK_EQ(ty__codec_copy(L, first, n, SIZE_MAX, err, sizeof(err)), n);
+  CHECK_EQ(lt_codec_copy(L, first, n, SIZE_MAX, err, sizeof(err)), n);
   CHECK_EQ(lua_gettop(L), top + 2 * n);
   CHECK(list_eq(first, top + n + 1, n));
   CHECK(list_eq(top + 1, top + n + 1, n));
@@ -141,17 +141,17 @@ int check_error(int first, int n, const char *want) {
   int top = lua_gettop(L);
   ty__buf_reset(&B);
   lua_pushliteral(L, "prefix");
-  CHECK_EQ(ty__codec_encode(L, -1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, -1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
   lua_pop(L, 1);
   size_t len = B.len;
-  CHECK_EQ(ty__codec_encode(L, first, n, &B, SIZE_MAX, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_encode(L, first, n, &B, SIZE_MAX, err, sizeof(err)), -1);
   if (strcmp(err, want) != 0) {
     fprintf(stderr, "encode error:\n  got  %s\n  want %s\n", err, want);
     return 1;
   }
   CHECK_EQ(B.len, len);
   CHECK_EQ(lua_gettop(L), top);
-  CHECK_EQ(ty__codec_copy(L, first, n, SIZE_MAX, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_copy(L, first, n, SIZE_MAX, err, sizeof(err)), -1);
   if (strcmp(err, want) != 0) {
     fprintf(stderr, "copy error:\n  got  %s\n  want %s\n", err, want);
     return 1;
@@ -167,7 +167,7 @@ int check_decode_safe(const char *data, size_t len) {
   int top = lua_gettop(L);
   char *copy = malloc(len ? len : 1);
   memcpy(copy, data, len);
-  int n = ty__codec_decode(L, copy, len, err, sizeof(err));
+  int n = lt_codec_decode(L, copy, len, err, sizeof(err));
   free(copy);
   if (n < 0) {
     CHECK_EQ(lua_gettop(L), top);
@@ -177,7 +177,7 @@ int check_decode_safe(const char *data, size_t len) {
   CHECK_EQ(lua_gettop(L), top + n);
   ty__buf b;
   ty__buf_init(&b);
-  int rc = ty__codec_encode(L, top + 1, n, &b, SIZE_MAX, err, sizeof(err));
+  int rc = lt_codec_encode(L, top + 1, n, &b, SIZE_MAX, err, sizeof(err));
   ty__buf_free(&b);
   CHECK_EQ(rc, 0);
   lua_settop(L, top);
@@ -288,15 +288,15 @@ static double bench_loop(int what, int n, long iters) {
   for (long i = 0; i < iters; i++) {
     if (what != 1) {
       if (what == 3) {
-        ty__codec_copy(L, 1, n, SIZE_MAX, err, sizeof(err));
+        lt_codec_copy(L, 1, n, SIZE_MAX, err, sizeof(err));
         lua_settop(L, n);
         continue;
       }
       ty__buf_reset(&B);
-      ty__codec_encode(L, 1, n, &B, SIZE_MAX, err, sizeof(err));
+      lt_codec_encode(L, 1, n, &B, SIZE_MAX, err, sizeof(err));
     }
     if (what != 0) {
-      ty__codec_decode(L, B.data, B.len, err, sizeof(err));
+      lt_codec_decode(L, B.data, B.len, err, sizeof(err));
       lua_settop(L, n);
     }
   }

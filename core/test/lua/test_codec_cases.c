@@ -61,7 +61,7 @@ TEST_IMPL(codec_scalars) {
   for (size_t i = 0; i < ty__countof(cases); i++) {
     ty__buf_reset(&B);
     CHECK_EQ(run_lua(cases[i].lua), 1);
-    CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+    CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
     if (B.len != cases[i].size)
       fprintf(stderr, "%s: %zu bytes\n", cases[i].lua, B.len);
     CHECK_EQ(B.len, cases[i].size);
@@ -73,8 +73,8 @@ TEST_IMPL(codec_scalars) {
   run_lua("return 0/-1");
   CHECK(signbit(lua_tonumber(L, 1)));
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
   CHECK(signbit(lua_tonumber(L, 2)) && lua_tonumber(L, 2) == 0);
   return 0;
 }
@@ -88,7 +88,7 @@ TEST_IMPL(codec_binary_strings) {
   lua_pushlstring(L, big, sizeof(big));
   run_lua("return {['\\0k\\0'] = '\\0v\\0', ['\\255'] = {'\\0'}}");
   CHECK(check_roundtrip(1, 4) == 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 4);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 4);
   size_t len;
   const char *s = lua_tolstring(L, 5, &len);
   CHECK(len == 256 && memcmp(s, all, 256) == 0);
@@ -101,8 +101,8 @@ TEST_IMPL(codec_nils) {
   run_lua("return 1, nil, 3");
   CHECK(check_roundtrip(1, 3) == 0);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 3, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 3);
+  CHECK_EQ(lt_codec_encode(L, 1, 3, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 3);
   CHECK(lua_isnil(L, 5) && lua_tonumber(L, 6) == 3);
   lua_settop(L, 0);
   run_lua("return nil, nil");
@@ -110,16 +110,16 @@ TEST_IMPL(codec_nils) {
   lua_settop(L, 0);
   /* No values: no bytes, and no bytes decode to no values. */
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 0, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, 1, 0, &B, SIZE_MAX, err, sizeof(err)), 0);
   CHECK_EQ(B.len, 0);
-  CHECK_EQ(ty__codec_decode(L, NULL, 0, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_copy(L, 1, 0, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, NULL, 0, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_copy(L, 1, 0, SIZE_MAX, err, sizeof(err)), 0);
   /* Holes in arrays. */
   run_lua("return {1, nil, 3}, {nil, nil, 'x'}, {n = 3, nil, false}");
   CHECK(check_roundtrip(1, 3) == 0);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
   lua_rawgeti(L, -1, 3);
   CHECK(lua_tonumber(L, -1) == 3);
   lua_rawgeti(L, -2, 2);
@@ -143,13 +143,13 @@ TEST_IMPL(codec_tables) {
   CHECK(check_roundtrip(1, 8) == 0);
   /* Metatables are not copied. */
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 8, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
-  CHECK_EQ(ty__codec_copy(L, 8, 1, SIZE_MAX, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_encode(L, 8, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_copy(L, 8, 1, SIZE_MAX, err, sizeof(err)), 1);
   CHECK(!lua_getmetatable(L, -1) && !lua_getmetatable(L, -2));
   /* Array order is kept: the copy of `back` has a real sequence. */
   lua_settop(L, 8);
-  CHECK_EQ(ty__codec_copy(L, 6, 1, SIZE_MAX, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_copy(L, 6, 1, SIZE_MAX, err, sizeof(err)), 1);
   CHECK_EQ(lua_objlen(L, -1), 50);
   return 0;
 }
@@ -166,13 +166,13 @@ static void push_nested(int levels) {
 
 TEST_IMPL(codec_depth) {
   char want[512];
-  push_nested(TY_CODEC_MAX_DEPTH);
+  push_nested(LT_CODEC_MAX_DEPTH);
   CHECK(check_roundtrip(1, 1) == 0);
   lua_settop(L, 0);
   /* One more level fails, in a value and in a key. */
-  push_nested(TY_CODEC_MAX_DEPTH + 1);
+  push_nested(LT_CODEC_MAX_DEPTH + 1);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), -1);
   CHECK(strncmp(err,
                 "cannot copy tables nested deeper than 100 levels (argument "
                 "1, at [1][1][1]",
@@ -182,11 +182,11 @@ TEST_IMPL(codec_depth) {
   CHECK(check_error(1, 1, want) == 0);
   lua_settop(L, 0);
   lua_newtable(L);
-  push_nested(TY_CODEC_MAX_DEPTH);
+  push_nested(LT_CODEC_MAX_DEPTH);
   lua_pushboolean(L, 1);
   lua_rawset(L, 1);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), -1);
   CHECK(strncmp(err,
                 "cannot copy tables nested deeper than 100 levels "
                 "(argument 1, at <key>[1][1]",
@@ -194,13 +194,13 @@ TEST_IMPL(codec_depth) {
   lua_settop(L, 0);
   /* Decode: 100 nested headers are fine, 101 are malformed. */
   static const char hdr[] = {0x06, 0x01, 0, 0, 0, 0};
-  char bytes[6 * (TY_CODEC_MAX_DEPTH + 1) + 1];
-  for (int i = 0; i <= TY_CODEC_MAX_DEPTH; i++) memcpy(bytes + 6 * i, hdr, 6);
-  bytes[6 * (TY_CODEC_MAX_DEPTH + 1)] = 0x00;
-  CHECK_EQ(ty__codec_decode(L, bytes + 6, sizeof(bytes) - 6, err, sizeof(err)),
+  char bytes[6 * (LT_CODEC_MAX_DEPTH + 1) + 1];
+  for (int i = 0; i <= LT_CODEC_MAX_DEPTH; i++) memcpy(bytes + 6 * i, hdr, 6);
+  bytes[6 * (LT_CODEC_MAX_DEPTH + 1)] = 0x00;
+  CHECK_EQ(lt_codec_decode(L, bytes + 6, sizeof(bytes) - 6, err, sizeof(err)),
            1);
   lua_settop(L, 0);
-  CHECK_EQ(ty__codec_decode(L, bytes, sizeof(bytes), err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_decode(L, bytes, sizeof(bytes), err, sizeof(err)), -1);
   CHECK(strstr(err, "deeper than 100") != NULL);
   CHECK_EQ(lua_gettop(L), 0);
   return 0;
@@ -262,10 +262,10 @@ TEST_IMPL(codec_null) {
   lua_settop(L, 0);
   lua_pushlightuserdata(L, NULL);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
   CHECK_EQ(B.len, 1);
   CHECK_EQ((unsigned char)B.data[0], 0x08);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 1);
   CHECK(lua_type(L, 2) == LUA_TLIGHTUSERDATA && lua_touserdata(L, 2) == NULL);
   CHECK(lua_rawequal(L, 1, 2));
   lua_settop(L, 0);
@@ -275,8 +275,8 @@ TEST_IMPL(codec_null) {
   run_lua("return {1, null, 3, {x = null, y = {null, null}}}, null, 'z'");
   CHECK(check_roundtrip(1, 3) == 0);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 3, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 3);
+  CHECK_EQ(lt_codec_encode(L, 1, 3, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 3);
   CHECK_EQ(lua_objlen(L, 4), 4); /* no hole where the null is */
   lua_rawgeti(L, 4, 2);
   CHECK(lua_type(L, -1) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, -1));
@@ -292,10 +292,10 @@ TEST_IMPL(codec_null) {
   lua_settop(L, 0);
   /* Decoding the tag inside a table, and skipping it in release. */
   static const char bytes[] = "\x06\x02\x00\x00\x00\x00\x08\x81";
-  CHECK_EQ(ty__codec_decode(L, bytes, sizeof(bytes) - 1, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_decode(L, bytes, sizeof(bytes) - 1, err, sizeof(err)), 1);
   lua_rawgeti(L, 1, 1);
   CHECK(lua_type(L, -1) == LUA_TLIGHTUSERDATA && !lua_touserdata(L, -1));
-  ty__codec_release(bytes, sizeof(bytes) - 1);
+  lt_codec_release(bytes, sizeof(bytes) - 1);
   return 0;
 }
 
@@ -303,21 +303,21 @@ TEST_IMPL(codec_size_limit) {
   char want[512];
   run_lua("return {('x'):rep(1000)}");
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
   size_t size = B.len;
   /* The limit counts this encoding only, not what the buffer held. */
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, size, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, size, err, sizeof(err)), 0);
   CHECK_EQ(B.len, 2 * size);
-  CHECK_EQ(ty__codec_copy(L, 1, 1, size, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_copy(L, 1, 1, size, err, sizeof(err)), 1);
   lua_settop(L, 1);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, size - 1, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, size - 1, err, sizeof(err)), -1);
   CHECK_EQ(B.len, 2 * size);
   snprintf(want, sizeof(want),
            "message of %zu+ bytes exceeds the limit of %zu bytes; raise it "
            "with tycho.config{max_message=...}",
            size, size - 1);
   CHECK(strcmp(err, want) == 0);
-  CHECK_EQ(ty__codec_copy(L, 1, 1, size - 1, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_copy(L, 1, 1, size - 1, err, sizeof(err)), -1);
   CHECK(strcmp(err, want) == 0);
   CHECK_EQ(lua_gettop(L), 1);
   lua_settop(L, 0);
@@ -326,19 +326,19 @@ TEST_IMPL(codec_size_limit) {
   run_lua("local t = {} for i = 1, 200000 do t[i] = {i, 'v' .. i} end "
           "return t");
   ty__buf_free(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 1, &B, 1000, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_encode(L, 1, 1, &B, 1000, err, sizeof(err)), -1);
   CHECK(B.cap <= 4096);
   size_t n = 0;
   CHECK(sscanf(err, "message of %zu+ bytes", &n) == 1);
   CHECK(n > 1000 && n < 1100);
   char enc_err[512];
   strcpy(enc_err, err);
-  CHECK_EQ(ty__codec_copy(L, 1, 1, 1000, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_copy(L, 1, 1, 1000, err, sizeof(err)), -1);
   CHECK(strcmp(err, enc_err) == 0);
   /* A limit of 0 admits only the empty message. */
-  CHECK_EQ(ty__codec_encode(L, 1, 0, &B, 0, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, 1, 0, &B, 0, err, sizeof(err)), 0);
   lua_pushnil(L);
-  CHECK_EQ(ty__codec_encode(L, 2, 1, &B, 0, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_encode(L, 2, 1, &B, 0, err, sizeof(err)), -1);
   return 0;
 }
 
@@ -347,9 +347,9 @@ TEST_IMPL(codec_shared_subtable) {
   run_lua("local s = {1, 2} return {a = s, b = s}, s");
   CHECK(check_roundtrip(1, 2) == 0);
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 2, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 2);
-  CHECK_EQ(ty__codec_copy(L, 1, 2, SIZE_MAX, err, sizeof(err)), 2);
+  CHECK_EQ(lt_codec_encode(L, 1, 2, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 2);
+  CHECK_EQ(lt_codec_copy(L, 1, 2, SIZE_MAX, err, sizeof(err)), 2);
   for (int t = 3; t <= 5; t += 2) {
     lua_getfield(L, t, "a");
     lua_getfield(L, t, "b");
@@ -382,10 +382,10 @@ TEST_IMPL(codec_random) {
 TEST_IMPL(codec_corrupt) {
   for (int i = 0; i < 100; i++) {
     gen_table(0);
-    if (i % 10 == 0) push_nested(TY_CODEC_MAX_DEPTH);
+    if (i % 10 == 0) push_nested(LT_CODEC_MAX_DEPTH);
     ty__buf_reset(&B);
-    CHECK_EQ(ty__codec_encode(L, 1, lua_gettop(L), &B, SIZE_MAX, err,
-                              sizeof(err)),
+    CHECK_EQ(lt_codec_encode(L, 1, lua_gettop(L), &B, SIZE_MAX, err,
+                             sizeof(err)),
              0);
     lua_settop(L, 0);
     CHECK(check_corruptions(B.data, B.len) == 0);
@@ -402,7 +402,7 @@ TEST_IMPL(codec_corrupt) {
 
 static int expect_malformed(const char *bytes, size_t len, const char *what) {
   lua_settop(L, 0);
-  CHECK_EQ(ty__codec_decode(L, bytes, len, err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_decode(L, bytes, len, err, sizeof(err)), -1);
   CHECK_EQ(lua_gettop(L), 0);
   if (!strstr(err, what)) {
     fprintf(stderr, "decode error: got %s, want %s\n", err, what);
@@ -450,7 +450,7 @@ TEST_IMPL(codec_decode_errors) {
   /* Well-formed edge cases: a nil value in the hash section is dropped. */
   lua_settop(L, 0);
   static const char ok[] = "\x06\x00\x01\x00\x00\x00\x81\x00";
-  CHECK_EQ(ty__codec_decode(L, ok, sizeof(ok) - 1, err, sizeof(err)), 1);
+  CHECK_EQ(lt_codec_decode(L, ok, sizeof(ok) - 1, err, sizeof(err)), 1);
   CHECK_EQ(count_keys(1), 0);
   return 0;
 }
@@ -458,16 +458,16 @@ TEST_IMPL(codec_decode_errors) {
 TEST_IMPL(codec_append_and_concat) {
   run_lua("return 1, 'a', {x = 1}");
   ty__buf_reset(&B);
-  CHECK_EQ(ty__codec_encode(L, 1, 2, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_encode(L, 3, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
-  CHECK_EQ(ty__codec_decode(L, B.data, B.len, err, sizeof(err)), 3);
+  CHECK_EQ(lt_codec_encode(L, 1, 2, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, 3, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_decode(L, B.data, B.len, err, sizeof(err)), 3);
   CHECK(list_eq(1, 4, 3));
   size_t cap = B.cap;
   ty__buf_reset(&B);
   CHECK(B.len == 0 && B.cap == cap);
   /* Growth is geometric: a large message takes few reallocations. */
   run_lua("return ('z'):rep(1000000)");
-  CHECK_EQ(ty__codec_encode(L, -1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
+  CHECK_EQ(lt_codec_encode(L, -1, 1, &B, SIZE_MAX, err, sizeof(err)), 0);
   CHECK(B.cap >= B.len && B.cap < 4 * B.len);
   return 0;
 }
@@ -476,9 +476,9 @@ TEST_IMPL(codec_many_values) {
   static char nils[20000];
   /* A C function may hold LUAI_MAXCSTACK (8000) slots; past that, decode
    * refuses instead of raising a stack overflow. */
-  CHECK_EQ(ty__codec_decode(L, nils, 1000, err, sizeof(err)), 1000);
+  CHECK_EQ(lt_codec_decode(L, nils, 1000, err, sizeof(err)), 1000);
   lua_settop(L, 0);
-  CHECK_EQ(ty__codec_decode(L, nils, sizeof(nils), err, sizeof(err)), -1);
+  CHECK_EQ(lt_codec_decode(L, nils, sizeof(nils), err, sizeof(err)), -1);
   CHECK(strstr(err, "too many values") != NULL);
   CHECK_EQ(lua_gettop(L), 0);
   return 0;
