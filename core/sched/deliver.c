@@ -303,9 +303,13 @@ void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running) {
     return;
   }
   ty__assert(ty__w_home(word) == w->id);
-  TY__STAT_ADD(w, delivered, 1);
   /* relaxed: we are the home worker and stored this pointer ourselves. */
-  ty_actor *a = atomic_load_explicit(&e->actor, memory_order_relaxed);
+  ty__deliver_to(w, atomic_load_explicit(&e->actor, memory_order_relaxed), m,
+                 from_running);
+}
+
+void ty__deliver_to(ty_worker *w, ty_actor *a, ty_msg *m, bool from_running) {
+  TY__STAT_ADD(w, delivered, 1);
   if (m->ref && m->ref == a->wait_ref && a->wait_ref != TY_REF_WAKE &&
       m->kind < TY_MSG_SIGNAL && !a->awaited) {
     a->awaited = m; /* the reply a call waits for: no mailbox scan */

@@ -283,7 +283,10 @@ static int send_msg(ty_runtime *rt, ty_msg *m, bool limited) {
     if (!w) {
       send_node_from_thread(rt, home, &m->node);
     } else if (home == w->id) {
-      ty__worker_deliver(w, m, w->current != NULL);
+      /* LIVE with home w (we are w): the actor pointer is ours, stored
+       * before the acquire-loaded word said LIVE (start_actor); relaxed. */
+      ty__deliver_to(w, atomic_load_explicit(&e->actor, memory_order_relaxed),
+                     m, w->current != NULL);
     } else if (!ty__worker_mesh_push(w, home, &m->node)) {
       ty__worker_note_blocked(w, home);
     }

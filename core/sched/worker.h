@@ -51,6 +51,9 @@ void ty__mbox_append(ty_worker *w, ty_actor *a, ty_msg *m);
 /* m is addressed to an actor whose home is w (or to a stale pid). A local
  * send from a running actor wakes the receiver into the LIFO slot. */
 void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running);
+/* The same for a sender that looked the pid up already: a is live and its
+ * home is w (one pid lookup per local send instead of two). */
+void ty__deliver_to(ty_worker *w, ty_actor *a, ty_msg *m, bool from_running);
 /* m reached no live actor: ops->undeliverable, then it is freed. */
 void ty__undeliverable(ty_worker *w, ty_msg *m);
 /* The running actor's last send went into an overflow list. */
