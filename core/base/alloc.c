@@ -37,7 +37,8 @@ typedef struct front {
 
 /* initial-exec: one word of static TLS, read without __tls_get_addr in
  * core.so (mimalloc's own TLS is initial-exec too). */
-static _Thread_local front *tls_front __attribute__((tls_model("initial-exec")));
+static _Thread_local front *tls_front
+    __attribute__((tls_model("initial-exec")));
 
 void ty__alloc_thread_init(void) {
   if (!tls_front) tls_front = mi_zalloc(sizeof(front));
