@@ -18,10 +18,6 @@
  * makes the sender yield: the receiver runs next and drains it. */
 #define SEND_YIELD_MARK 128
 
-static ty_actor *actor_of_timer(ty__timer *t) {
-  return (ty_actor *)((char *)t - offsetof(ty_actor, timer));
-}
-
 /* ---- queues ------------------------------------------------------------ */
 
 void ty__ready_push(ty_worker *w, ty_actor *a) {
@@ -368,32 +364,4 @@ uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
 
 bool ty_actor_timed_out(const ty_actor *a) {
   return a->flags & TY__AF_TIMED_OUT;
-}
-
-bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
-  ty__timer *t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
-  bool any = t != NULL, sent = false;
-  /* Under virtual time an interval is filed again at its next instant even
-   * when that is due too (mtimer.c): poll until nothing is left. */
-  bool again = ty_runtime_is_virtual(w->rt);
-  for (;;) {
-    if (!t && again && any)
-      t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
-    if (!t) break;
-    ty__timer *next = t->next; /* before a message timer is filed again */
-    if (t->kind == TY__TIMER_MSG) {
-      ty__mtimer_fire(w, t, now_ns);
-      sent = true;
-      t = next;
-      continue;
-    }
-    ty_actor *a = actor_of_timer(t);
-    if (a->state == TY__A_WAITING) {
-      a->flags |= TY__AF_TIMED_OUT;
-      ty__ready_push(w, a);
-    }
-    t = next;
-  }
-  if (sent) ty__publish_all(w); /* no actor run follows to publish them */
-  return any;
 }

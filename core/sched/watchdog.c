@@ -65,12 +65,6 @@ uint64_t ty_worker_seq(const ty_worker *w) {
 void ty_worker_lock(ty_worker *w) { pthread_mutex_lock(&w->wd.mu); }
 void ty_worker_unlock(ty_worker *w) { pthread_mutex_unlock(&w->wd.mu); }
 
-bool ty_worker_is_stuck(ty_runtime *rt, unsigned i) {
-  /* relaxed: a hint for placement and stats. */
-  return i < rt->n &&
-         atomic_load_explicit(&rt->workers[i].wd.route, memory_order_relaxed);
-}
-
 bool ty__wd_is_stuck(ty_worker *w) {
   pthread_mutex_lock(&w->wd.mu);
   bool stuck = w->wd.state != TY__WD_OK;
