@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "worker.h"
 
@@ -36,7 +37,7 @@ ty_actor *ty__ready_pop(ty_worker *w) {
  * that it runs next while its message is hot in cache. Pushing there wakes
  * nobody: this worker is awake and will run it. */
 static void make_ready(ty_worker *w, ty_actor *a, bool lifo) {
-  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  ty__wait_timer_cancel(w, a);
   if (!lifo) {
     ty__ready_push(w, a);
     return;
@@ -353,12 +354,18 @@ uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   }
   a->wait_ref = ref;
   a->flags &= ~TY__AF_TIMED_OUT;
-  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  ty__wait_timer_cancel(w, a);
   if (timeout_ns < 0) return 0;
   if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
+  if (ty__unlikely(!a->timer)) {
+    a->timer = ty__alloc(sizeof *a->timer);
+    memset(a->timer, 0, sizeof *a->timer);
+    a->timer->t.kind = TY__TIMER_WAIT;
+    a->timer->actor = a;
+  }
   uint64_t at = ty_runtime_now_ns(w->rt) + (uint64_t)timeout_ns;
   /* Round up: a timer never fires before its time. */
-  ty__wheel_insert(&w->wheel, &a->timer, ty__tick_up(at));
+  ty__wheel_insert(&w->wheel, &a->timer->t, ty__tick_up(at));
   return at;
 }
 

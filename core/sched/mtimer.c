@@ -189,7 +189,7 @@ void ty__mtimer_fire(ty_worker *w, ty__timer *wt, uint64_t now_ns) {
 /* ---- the worker's wheel ------------------------------------------------ */
 
 static ty_actor *actor_of_timer(ty__timer *t) {
-  return (ty_actor *)((char *)t - offsetof(ty_actor, timer));
+  return ((ty__wtimer *)t)->actor;
 }
 
 bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {

@@ -58,4 +58,7 @@ ty_actor *ty__actor_alloc(void) {
   return a;
 }
 
-void ty__actor_free(ty_actor *a) { ty__free(a, sizeof *a); }
+void ty__actor_free(ty_actor *a) {
+  if (a->timer) ty__free(a->timer, sizeof *a->timer);
+  ty__free(a, sizeof *a);
+}

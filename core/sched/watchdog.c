@@ -505,7 +505,7 @@ static void revive(ty_worker *w) {
   clear_queues(w, &unstarted);
   for (size_t i = 0; i < d->ndead; i++) {
     ty_actor *a = d->dead[i];
-    if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+    ty__wait_timer_cancel(w, a);
     ty__mtimer_drop_owned(w, a); /* its message timers end with it */
     a->state = TY__A_RUNNING;    /* wakes are no-ops from now on */
   }

@@ -85,7 +85,7 @@ static void start_actor(ty_worker *w, ty_actor *a) {
  * what is left in its mailbox is reported undeliverable. */
 static void finish_actor(ty_worker *w, ty_actor *a) {
   ty_runtime *rt = w->rt;
-  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  ty__wait_timer_cancel(w, a);
   ty__free_slot(w, a);
   ty__mtimer_drop_owned(w, a); /* its timers end with it */
   ty_msg *m;

@@ -39,6 +39,11 @@ static inline bool ty__worker_exiting(ty_worker *w) {
 
 /* ---- deliver.c ---------------------------------------------------------- */
 
+/* Takes a's wait timer off the wheel if it is on it. */
+static inline void ty__wait_timer_cancel(ty_worker *w, ty_actor *a) {
+  if (a->timer && a->timer->t.armed) ty__wheel_cancel(&w->wheel, &a->timer->t);
+}
+
 void ty__ready_push(ty_worker *w, ty_actor *a);
 ty_actor *ty__ready_pop(ty_worker *w);
 /* Publishes the worker's P2C load (ready + spawn queue + LIFO + running). */
