@@ -353,12 +353,16 @@ uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
     a->awaited = NULL;
   }
   a->wait_ref = ref;
-  a->flags &= ~TY__AF_TIMED_OUT;
+  a->flags &= ~(TY__AF_TIMED_OUT | TY__AF_WAIT_NOMEM);
   ty__wait_timer_cancel(w, a);
   if (timeout_ns < 0) return 0;
   if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
   if (ty__unlikely(!a->timer)) {
-    a->timer = ty__alloc(sizeof *a->timer);
+    a->timer = ty__try_alloc(sizeof *a->timer);
+    if (!a->timer) { /* a script reaches this: no death, a timeout */
+      a->flags |= TY__AF_WAIT_NOMEM;
+      return ty_runtime_now_ns(w->rt);
+    }
     memset(a->timer, 0, sizeof *a->timer);
     a->timer->t.kind = TY__TIMER_WAIT;
     a->timer->actor = a;

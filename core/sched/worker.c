@@ -118,6 +118,9 @@ static void after_run(ty_worker *w, ty_actor *a, int r) {
     }
   } else if (r == TY_YIELD) {
     ty__ready_push(w, a);
+  } else if (ty__unlikely(a->flags & TY__AF_WAIT_NOMEM)) {
+    a->flags = (uint8_t)((a->flags & ~TY__AF_WAIT_NOMEM) | TY__AF_TIMED_OUT);
+    ty__ready_push(w, a);
   } else {
     a->state = TY__A_WAITING;
   }
