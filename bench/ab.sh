@@ -70,9 +70,10 @@ build() {
     case " $WL " in *" lua_"*|*" timers "*|*" memory"*|*" server_call "*) ;;
         *) targets=build/cbench ;; # C workloads only: the core and cbench
     esac
+    mkdir -p "$1/build"
     (cd "$1" && nice make -j2 $targets \
-        >"$1/build-ab.log" 2>&1) || {
-        echo "ab.sh: build failed in $1 (see $1/build-ab.log)" >&2; return 1; }
+        >"$1/build/ab-build.log" 2>&1) || {
+        echo "ab.sh: build failed in $1 (see $1/build/ab-build.log)" >&2; return 1; }
 }
 
 A_TREE=$(prepare "$A_REV") || exit 1
