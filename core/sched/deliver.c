@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "worker.h"
 
@@ -17,10 +18,6 @@
 /* A send from an actor that leaves a mailbox of its own worker this long
  * makes the sender yield: the receiver runs next and drains it. */
 #define SEND_YIELD_MARK 128
-
-static ty_actor *actor_of_timer(ty__timer *t) {
-  return (ty_actor *)((char *)t - offsetof(ty_actor, timer));
-}
 
 /* ---- queues ------------------------------------------------------------ */
 
@@ -40,7 +37,7 @@ ty_actor *ty__ready_pop(ty_worker *w) {
  * that it runs next while its message is hot in cache. Pushing there wakes
  * nobody: this worker is awake and will run it. */
 static void make_ready(ty_worker *w, ty_actor *a, bool lifo) {
-  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  ty__wait_timer_cancel(w, a);
   if (!lifo) {
     ty__ready_push(w, a);
     return;
@@ -303,9 +300,13 @@ void ty__worker_deliver(ty_worker *w, ty_msg *m, bool from_running) {
     return;
   }
   ty__assert(ty__w_home(word) == w->id);
-  TY__STAT_ADD(w, delivered, 1);
   /* relaxed: we are the home worker and stored this pointer ourselves. */
-  ty_actor *a = atomic_load_explicit(&e->actor, memory_order_relaxed);
+  ty__deliver_to(w, atomic_load_explicit(&e->actor, memory_order_relaxed), m,
+                 from_running);
+}
+
+void ty__deliver_to(ty_worker *w, ty_actor *a, ty_msg *m, bool from_running) {
+  TY__STAT_ADD(w, delivered, 1);
   if (m->ref && m->ref == a->wait_ref && a->wait_ref != TY_REF_WAKE &&
       m->kind < TY_MSG_SIGNAL && !a->awaited) {
     a->awaited = m; /* the reply a call waits for: no mailbox scan */
@@ -352,44 +353,26 @@ uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
     a->awaited = NULL;
   }
   a->wait_ref = ref;
-  a->flags &= ~TY__AF_TIMED_OUT;
-  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  a->flags &= ~(TY__AF_TIMED_OUT | TY__AF_WAIT_NOMEM);
+  ty__wait_timer_cancel(w, a);
   if (timeout_ns < 0) return 0;
   if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
+  if (ty__unlikely(!a->timer)) {
+    a->timer = ty__try_alloc(sizeof *a->timer);
+    if (!a->timer) { /* a script reaches this: no death, a timeout */
+      a->flags |= TY__AF_WAIT_NOMEM;
+      return ty_runtime_now_ns(w->rt);
+    }
+    memset(a->timer, 0, sizeof *a->timer);
+    a->timer->t.kind = TY__TIMER_WAIT;
+    a->timer->actor = a;
+  }
   uint64_t at = ty_runtime_now_ns(w->rt) + (uint64_t)timeout_ns;
   /* Round up: a timer never fires before its time. */
-  ty__wheel_insert(&w->wheel, &a->timer, ty__tick_up(at));
+  ty__wheel_insert(&w->wheel, &a->timer->t, ty__tick_up(at));
   return at;
 }
 
 bool ty_actor_timed_out(const ty_actor *a) {
   return a->flags & TY__AF_TIMED_OUT;
-}
-
-bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
-  ty__timer *t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
-  bool any = t != NULL, sent = false;
-  /* Under virtual time an interval is filed again at its next instant even
-   * when that is due too (mtimer.c): poll until nothing is left. */
-  bool again = ty_runtime_is_virtual(w->rt);
-  for (;;) {
-    if (!t && again && any)
-      t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
-    if (!t) break;
-    ty__timer *next = t->next; /* before a message timer is filed again */
-    if (t->kind == TY__TIMER_MSG) {
-      ty__mtimer_fire(w, t, now_ns);
-      sent = true;
-      t = next;
-      continue;
-    }
-    ty_actor *a = actor_of_timer(t);
-    if (a->state == TY__A_WAITING) {
-      a->flags |= TY__AF_TIMED_OUT;
-      ty__ready_push(w, a);
-    }
-    t = next;
-  }
-  if (sent) ty__publish_all(w); /* no actor run follows to publish them */
-  return any;
 }

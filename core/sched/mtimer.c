@@ -1,6 +1,8 @@
 /*
  * mtimer.c - message timers (mtimer.h): ty_timer_send, ty_timer_cancel, and
- * what the worker does when one falls due.
+ * what the worker does when one falls due; and firing the worker's wheel,
+ * actors' wait timers included (ty__fire_timers: it sends, so it sits above
+ * route.c, not in deliver.c).
  *
  * A timer sits on its worker's wheel like an actor's wait timer (ty__timer
  * kind TY__TIMER_MSG tells them apart when they fire), and in two lists:
@@ -179,4 +181,38 @@ void ty__mtimer_fire(ty_worker *w, ty__timer *wt, uint64_t now_ns) {
   t->k = k > t->k ? k : t->k + 1;
   arm(w, t);
   deliver(w, copy_msg(t->msg));
+}
+
+/* ---- the worker's wheel ------------------------------------------------ */
+
+static ty_actor *actor_of_timer(ty__timer *t) {
+  return ((ty__wtimer *)t)->actor;
+}
+
+bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
+  ty__timer *t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
+  bool any = t != NULL, sent = false;
+  /* Under virtual time an interval is filed again at its next instant even
+   * when that is due too (mtimer.c): poll until nothing is left. */
+  bool again = ty_runtime_is_virtual(w->rt);
+  for (;;) {
+    if (!t && again && any)
+      t = ty__wheel_poll(&w->wheel, ty__tick_down(now_ns));
+    if (!t) break;
+    ty__timer *next = t->next; /* before a message timer is filed again */
+    if (t->kind == TY__TIMER_MSG) {
+      ty__mtimer_fire(w, t, now_ns);
+      sent = true;
+      t = next;
+      continue;
+    }
+    ty_actor *a = actor_of_timer(t);
+    if (a->state == TY__A_WAITING) {
+      a->flags |= TY__AF_TIMED_OUT;
+      ty__ready_push(w, a);
+    }
+    t = next;
+  }
+  if (sent) ty__publish_all(w); /* no actor run follows to publish them */
+  return any;
 }

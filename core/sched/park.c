@@ -1,6 +1,7 @@
 /*
  * park.c - an idle worker: the search for stealable work ends, it spins a
- * little, then parks in its I/O wait until woken (docs/architecture.md,
+ * little, then parks in its I/O wait until woken (waking is wake.c's); and
+ * the maintenance a worker does every `budget` polls and around parking (docs/architecture.md,
  * "Parking"; the protocol is model-checked in scripts/park.pml).
  */
 #include <sched.h>
@@ -12,15 +13,6 @@
 #define OVERFLOW_PARK_NS 100000 /* re-try a full ring this often when idle */
 #define VIRTUAL_PARK_NS 1000000 /* under virtual time: look at it this often */
 
-void ty__notify_parked(ty_runtime *rt) {
-  TY_CHAOS();
-  /* seq_cst fence: the caller just pushed stealable work (a store); the idle
-   * state read that follows is the load half of the park protocol. */
-  atomic_thread_fence(memory_order_seq_cst);
-  int id = ty__idle_to_notify(&rt->idle);
-  if (id >= 0) ty__worker_unpark(&rt->workers[id]);
-}
-
 void ty__end_search(ty_worker *w) {
   if (!w->searching) return;
   w->searching = false;
@@ -28,22 +20,46 @@ void ty__end_search(ty_worker *w) {
   if (ty__idle_end_search(&w->rt->idle)) ty__notify_parked(w->rt);
 }
 
-/* ---- parking ----------------------------------------------------------- */
+/* ---- maintenance ------------------------------------------------------- */
 
-void ty__worker_unpark(ty_worker *w) {
-  /* relaxed: the caller issued a seq_cst fence after publishing its work;
-   * the CAS lets exactly one waker pay for the eventfd write. */
-  uint32_t st = atomic_load_explicit(&w->park, memory_order_relaxed);
-  if (st != TY__PARKED) return;
-  TY_CHAOS();
-  if (!atomic_compare_exchange_strong_explicit(&w->park, &st, TY__NOTIFIED,
-                                               memory_order_relaxed,
-                                               memory_order_relaxed))
-    return;
-  uint64_t one = 1;
-  ssize_t r = write(w->wake_fd, &one, sizeof one);
-  (void)r; /* EAGAIN means the counter is already non-zero: still awake-able */
+#define GQ_TARGET_NS 200000.0 /* Tokio: aim to check inject every 200 us */
+
+/* Tokio's self-tuning: check the inject queue about every 200 us of polling,
+ * measured as an EWMA of the time per poll. */
+static void tune_interval(ty_worker *w, uint64_t now_ns) {
+  if (w->batch_polls) {
+    double per = (double)(now_ns - w->batch_start_ns) / w->batch_polls;
+    w->poll_ewma_ns = w->poll_ewma_ns ? 0.1 * per + 0.9 * w->poll_ewma_ns : per;
+    double iv = GQ_TARGET_NS / (w->poll_ewma_ns > 1 ? w->poll_ewma_ns : 1);
+    w->gq_interval = iv < 2 ? 2 : iv > 127 ? 127 : (uint32_t)iv;
+  }
+  w->batch_start_ns = now_ns;
+  w->batch_polls = 0;
 }
+
+/* Timers, the inbox and I/O: run every `budget` polls and around parking,
+ * so that they are served even while work remains. */
+void ty__maintenance(ty_worker *w) {
+  ty_runtime *rt = w->rt;
+  /* acquire: pairs with the watchdog's release bump; the pids it freed are
+   * then seen dead. */
+  uint32_t epoch = atomic_load_explicit(&rt->stuck_epoch, memory_order_acquire);
+  if (ty__unlikely(epoch != w->seen_stuck)) {
+    w->seen_stuck = epoch;
+    if (rt->ops.peer_stuck) rt->ops.peer_stuck(w, rt->ud);
+  }
+  uint64_t now = ty_runtime_now_ns(w->rt);
+  tune_interval(w, now);
+  ty__io_wait(w->io, 0);
+  ty__fire_timers(w, now);
+  /* release: the timers' messages are staged before this is seen
+   * (ty_runtime_fired); publish_all follows in fire_timers. */
+  atomic_store_explicit(&w->fired_ns, now, memory_order_release);
+  ty__drain_inbox(w);
+  ty__update_load(w);
+}
+
+/* ---- parking ----------------------------------------------------------- */
 
 static bool has_work(ty_worker *w, bool last_searcher) {
   ty_runtime *rt = w->rt;

@@ -64,6 +64,37 @@ static ty_actor *new_request(ty_runtime *rt, ty_worker *w, void *user,
   return a;
 }
 
+/* Free pid slots a worker keeps before it shares them (see pidtab.h). */
+#define LOCAL_FREE_MAX 4096
+
+void ty__free_pid(ty_runtime *rt, ty_worker *w, ty_pid pid) {
+  uint32_t slot = ty__pid_slot(pid);
+  ty__pident *e = ty__pidtab_get(&rt->pids, slot);
+  uint32_t gen = (ty__pid_gen(pid) + 1) & ((1u << TY_PID_GEN_BITS) - 1);
+  /* relaxed: only the home worker reads `actor`, and it is us (or nobody:
+   * a request abandoned before its placement). */
+  atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
+  TY_CHAOS();
+  /* release: a sender that sees the new generation sees nothing stale. */
+  atomic_store_explicit(&e->word, ty__w_make(gen ? gen : 1, TY__S_FREE, 0),
+                        memory_order_release);
+  if (!w) {
+    ty__pidtab_give(&rt->pids, &slot, 1);
+    return;
+  }
+  if (w->nfree == LOCAL_FREE_MAX) { /* share the older half */
+    ty__pidtab_give(&rt->pids, w->free_slots, LOCAL_FREE_MAX / 2);
+    memmove(w->free_slots, w->free_slots + LOCAL_FREE_MAX / 2,
+            LOCAL_FREE_MAX / 2 * sizeof(uint32_t));
+    w->nfree = LOCAL_FREE_MAX / 2;
+  }
+  w->free_slots[w->nfree++] = slot;
+}
+
+void ty__free_slot(ty_worker *w, ty_actor *a) {
+  ty__free_pid(w->rt, w, a->pid);
+}
+
 /* ---- placement (P2C) --------------------------------------------------- */
 
 static uint64_t peer_load(ty_worker *w, unsigned i) {
@@ -283,7 +314,10 @@ static int send_msg(ty_runtime *rt, ty_msg *m, bool limited) {
     if (!w) {
       send_node_from_thread(rt, home, &m->node);
     } else if (home == w->id) {
-      ty__worker_deliver(w, m, w->current != NULL);
+      /* LIVE with home w (we are w): the actor pointer is ours, stored
+       * before the acquire-loaded word said LIVE (start_actor); relaxed. */
+      ty__deliver_to(w, atomic_load_explicit(&e->actor, memory_order_relaxed),
+                     m, w->current != NULL);
     } else if (!ty__worker_mesh_push(w, home, &m->node)) {
       ty__worker_note_blocked(w, home);
     }

@@ -1,7 +1,7 @@
 /*
  * runtime.c - the runtime's memory: its configuration, creating it and its
- * workers' structures, actor and message allocation, counters, and freeing
- * what is left once every worker thread has exited. Threads are started and
+ * workers' structures, virtual time, counters, and freeing what is left once
+ * every worker thread has exited (actor and message records: record.c). Threads are started and
  * stopped in worker.c; spawns and sends are routed in route.c.
  */
 #include <errno.h>
@@ -124,20 +124,6 @@ fail_mesh:
 
 unsigned ty_runtime_workers(const ty_runtime *rt) { return rt->n; }
 void *ty_runtime_userdata(const ty_runtime *rt) { return rt->ud; }
-uint64_t ty_runtime_now_ns(const ty_runtime *rt) {
-  /* relaxed: the flag is set once, before any advance; acquire on vnow
-   * pairs with the advancing thread's release (a worker that sees the new
-   * time sees it whole). */
-  if (atomic_load_explicit(&rt->virt, memory_order_relaxed))
-    return atomic_load_explicit(&rt->vnow, memory_order_acquire);
-  return ty__now_ns() - rt->t0_ns;
-}
-
-bool ty_runtime_is_virtual(const ty_runtime *rt) {
-  /* relaxed: a mode flag; the times themselves are ordered through vnow. */
-  return atomic_load_explicit(&rt->virt, memory_order_relaxed);
-}
-
 void ty_runtime_virtual(ty_runtime *rt) {
   if (ty_runtime_is_virtual(rt)) return;
   /* release: vnow is published before the flag that makes workers read it;
@@ -172,36 +158,6 @@ bool ty_runtime_fired(const ty_runtime *rt, uint64_t ns) {
       return false;
   return true;
 }
-
-/* ---- actors and messages ------------------------------------------------ */
-
-ty_msg *ty_msg_try_new(size_t len) {
-  if (len > UINT32_MAX - sizeof(ty_msg) - 16) return NULL;
-  size_t size = ty__alloc_size(sizeof(ty_msg) + len);
-  ty_msg *m = ty__try_alloc(size);
-  if (!m) return NULL;
-  memset(m, 0, sizeof *m);
-  m->type = TY__T_MSG;
-  m->len = (uint32_t)len;
-  m->cap = (uint32_t)(size - sizeof(ty_msg));
-  return m;
-}
-
-ty_msg *ty_msg_new(size_t len) {
-  ty_msg *m = ty_msg_try_new(len);
-  if (ty__unlikely(!m)) ty__die("out of memory");
-  return m;
-}
-
-void ty_msg_free(ty_msg *m) { ty__free(m, sizeof(ty_msg) + m->cap); }
-
-ty_actor *ty__actor_alloc(void) {
-  ty_actor *a = ty__try_alloc(sizeof *a);
-  if (a) memset(a, 0, sizeof *a);
-  return a;
-}
-
-void ty__actor_free(ty_actor *a) { ty__free(a, sizeof *a); }
 
 void ty_worker_stats_get(ty_runtime *rt, unsigned i, ty_worker_stats *o) {
   ty__stats *s = &rt->workers[i].stats;

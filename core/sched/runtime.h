@@ -30,6 +30,9 @@ enum {
   TY__AF_TIMED_OUT = 1, /* the timer ended the last wait */
   TY__AF_SEND_BLOCKED = 2,
   TY__AF_SEND_YIELD = 4, /* filled a long mailbox on its own worker */
+  /* Its wait timer could not be allocated (out of memory): the wait ends
+   * at once, timed out, rather than never (after_run in worker.c). */
+  TY__AF_WAIT_NOMEM = 8,
 };
 
 /* ty__wd_after_resume: the worker came back from being stuck and destroyed

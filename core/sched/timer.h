@@ -55,6 +55,12 @@ typedef struct ty__timer {
                    never reads it) */
 } ty__timer;
 
+/* An actor's wait timer (ty_actor.timer): the wheel's record and its actor. */
+typedef struct ty__wtimer {
+  ty__timer t; /* kind TY__TIMER_WAIT */
+  struct ty_actor *actor;
+} ty__wtimer;
+
 typedef struct ty__wheel {
   uint64_t elapsed; /* the tick the wheel has advanced to */
   uint64_t occupied[TY__WHEEL_LEVELS];

@@ -126,7 +126,10 @@ struct ty_actor {
    * backlog (ty_actor_take_awaited). */
   ty_msg *awaited;
   ty_mailbox mbox;
-  ty__timer timer;
+  /* The wait timer, out of line: allocated at the first timed wait and kept
+   * until the actor ends, so that an actor that never waits with a timeout
+   * (an idle one parked in recv) does not carry it (32 bytes). */
+  struct ty__wtimer *timer;
   struct ty__mtimer *timers; /* message timers it owns (ty_timer_send) */
   void *user;                /* the binding's data */
   bool started;

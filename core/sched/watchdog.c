@@ -65,12 +65,6 @@ uint64_t ty_worker_seq(const ty_worker *w) {
 void ty_worker_lock(ty_worker *w) { pthread_mutex_lock(&w->wd.mu); }
 void ty_worker_unlock(ty_worker *w) { pthread_mutex_unlock(&w->wd.mu); }
 
-bool ty_worker_is_stuck(ty_runtime *rt, unsigned i) {
-  /* relaxed: a hint for placement and stats. */
-  return i < rt->n &&
-         atomic_load_explicit(&rt->workers[i].wd.route, memory_order_relaxed);
-}
-
 bool ty__wd_is_stuck(ty_worker *w) {
   pthread_mutex_lock(&w->wd.mu);
   bool stuck = w->wd.state != TY__WD_OK;
@@ -511,7 +505,7 @@ static void revive(ty_worker *w) {
   clear_queues(w, &unstarted);
   for (size_t i = 0; i < d->ndead; i++) {
     ty_actor *a = d->dead[i];
-    if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+    ty__wait_timer_cancel(w, a);
     ty__mtimer_drop_owned(w, a); /* its message timers end with it */
     a->state = TY__A_RUNNING;    /* wakes are no-ops from now on */
   }

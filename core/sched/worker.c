@@ -25,14 +25,7 @@
 #include "worker.h"
 
 #define INJECT_BATCH 128
-#define GQ_TARGET_NS 200000.0 /* Tokio: aim to check inject every 200 us */
 
-_Thread_local ty_worker *ty__tls_worker;
-
-ty_worker *ty_worker_current(void) { return ty__tls_worker; }
-ty_actor *ty_actor_current(void) {
-  return ty__tls_worker ? ty__tls_worker->current : NULL;
-}
 unsigned ty_worker_id(const ty_worker *w) { return w->id; }
 ty_runtime *ty_worker_runtime(const ty_worker *w) { return w->rt; }
 void ty_worker_set_data(ty_worker *w, void *data) { w->data = data; }
@@ -88,42 +81,11 @@ static void start_actor(ty_worker *w, ty_actor *a) {
   TY__STAT_ADD(w, actors, 1);
 }
 
-/* Free pid slots a worker keeps before it shares them (see pidtab.h). */
-#define LOCAL_FREE_MAX 4096
-
-void ty__free_pid(ty_runtime *rt, ty_worker *w, ty_pid pid) {
-  uint32_t slot = ty__pid_slot(pid);
-  ty__pident *e = ty__pidtab_get(&rt->pids, slot);
-  uint32_t gen = (ty__pid_gen(pid) + 1) & ((1u << TY_PID_GEN_BITS) - 1);
-  /* relaxed: only the home worker reads `actor`, and it is us (or nobody:
-   * a request abandoned before its placement). */
-  atomic_store_explicit(&e->actor, NULL, memory_order_relaxed);
-  TY_CHAOS();
-  /* release: a sender that sees the new generation sees nothing stale. */
-  atomic_store_explicit(&e->word, ty__w_make(gen ? gen : 1, TY__S_FREE, 0),
-                        memory_order_release);
-  if (!w) {
-    ty__pidtab_give(&rt->pids, &slot, 1);
-    return;
-  }
-  if (w->nfree == LOCAL_FREE_MAX) { /* share the older half */
-    ty__pidtab_give(&rt->pids, w->free_slots, LOCAL_FREE_MAX / 2);
-    memmove(w->free_slots, w->free_slots + LOCAL_FREE_MAX / 2,
-            LOCAL_FREE_MAX / 2 * sizeof(uint32_t));
-    w->nfree = LOCAL_FREE_MAX / 2;
-  }
-  w->free_slots[w->nfree++] = slot;
-}
-
-void ty__free_slot(ty_worker *w, ty_actor *a) {
-  ty__free_pid(w->rt, w, a->pid);
-}
-
 /* Ends a started actor: its pid dies first, so later sends fail at once; then
  * what is left in its mailbox is reported undeliverable. */
 static void finish_actor(ty_worker *w, ty_actor *a) {
   ty_runtime *rt = w->rt;
-  if (a->timer.armed) ty__wheel_cancel(&w->wheel, &a->timer);
+  ty__wait_timer_cancel(w, a);
   ty__free_slot(w, a);
   ty__mtimer_drop_owned(w, a); /* its timers end with it */
   ty_msg *m;
@@ -155,6 +117,9 @@ static void after_run(ty_worker *w, ty_actor *a, int r) {
       ty__ready_push(w, a);
     }
   } else if (r == TY_YIELD) {
+    ty__ready_push(w, a);
+  } else if (ty__unlikely(a->flags & TY__AF_WAIT_NOMEM)) {
+    a->flags = (uint8_t)((a->flags & ~TY__AF_WAIT_NOMEM) | TY__AF_TIMED_OUT);
     ty__ready_push(w, a);
   } else {
     a->state = TY__A_WAITING;
@@ -200,41 +165,6 @@ static void run_actor(ty_worker *w, ty_actor *a) {
 
 void ty_worker_resume_failed(ty_worker *w, int r) {
   if (w->current) after_resume(w, w->current, r);
-}
-
-/* Tokio's self-tuning: check the inject queue about every 200 us of polling,
- * measured as an EWMA of the time per poll. */
-static void tune_interval(ty_worker *w, uint64_t now_ns) {
-  if (w->batch_polls) {
-    double per = (double)(now_ns - w->batch_start_ns) / w->batch_polls;
-    w->poll_ewma_ns = w->poll_ewma_ns ? 0.1 * per + 0.9 * w->poll_ewma_ns : per;
-    double iv = GQ_TARGET_NS / (w->poll_ewma_ns > 1 ? w->poll_ewma_ns : 1);
-    w->gq_interval = iv < 2 ? 2 : iv > 127 ? 127 : (uint32_t)iv;
-  }
-  w->batch_start_ns = now_ns;
-  w->batch_polls = 0;
-}
-
-/* Timers, the inbox and I/O: run every `budget` polls and around parking,
- * so that they are served even while work remains. */
-void ty__maintenance(ty_worker *w) {
-  ty_runtime *rt = w->rt;
-  /* acquire: pairs with the watchdog's release bump; the pids it freed are
-   * then seen dead. */
-  uint32_t epoch = atomic_load_explicit(&rt->stuck_epoch, memory_order_acquire);
-  if (ty__unlikely(epoch != w->seen_stuck)) {
-    w->seen_stuck = epoch;
-    if (rt->ops.peer_stuck) rt->ops.peer_stuck(w, rt->ud);
-  }
-  uint64_t now = ty_runtime_now_ns(w->rt);
-  tune_interval(w, now);
-  ty__io_wait(w->io, 0);
-  ty__fire_timers(w, now);
-  /* release: the timers' messages are staged before this is seen
-   * (ty_runtime_fired); publish_all follows in fire_timers. */
-  atomic_store_explicit(&w->fired_ns, now, memory_order_release);
-  ty__drain_inbox(w);
-  ty__update_load(w);
 }
 
 /* ---- finding work ------------------------------------------------------ */
