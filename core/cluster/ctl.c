@@ -50,8 +50,8 @@ static struct {
   natsConnection *nc;
   jsCtx *js;
   kvStore *nodes, *names;
-  uint64_t claim_rev;
-  char claim_key[96];
+  uint64_t claim_rev, id_rev;
+  char claim_key[96], id_key[32];
   pthread_t thread;
   bool running;
   pthread_mutex_t mu; /* the queue, `stop` and the owned names */
@@ -256,6 +256,26 @@ static int claim_id(char *err, size_t errlen) {
     bool taken = false;
     for (size_t i = 0; i < nlive && !taken; i++) taken = live[i] == id;
     if (taken) continue;
+    /* The counter alone gave two joining nodes one id (16 nodes started at
+     * once on three servers: "9" and "10" stored twice in next_id; each
+     * pair of twins then saw neither the other nor most nodes). So the id
+     * is claimed too, with Create (exactly one contender wins); an id key
+     * left by an incarnation that is not beating is taken over once the
+     * counter wrapped around (compare and set). */
+    char nonce[32], old[64];
+    snprintf(nonce, sizeof nonce, "%016" PRIx64, lc_sh.nonce);
+    snprintf(C.id_key, sizeof C.id_key, "id.%u", id);
+    C.id_rev = 0;
+    if (N(kvStore_Create)(&C.id_rev, C.nodes, C.id_key, nonce,
+                          (int)strlen(nonce)) != NATS_OK) {
+      uint64_t orev = 0;
+      if (next < TY_MAX_NODES - 1) continue; /* a twin: the next id */
+      s = kv_get(C.nodes, C.id_key, old, sizeof old, &orev);
+      if ((s != NATS_OK && s != NATS_NOT_FOUND) || !orev ||
+          N(kvStore_Update)(&C.id_rev, C.nodes, C.id_key, nonce,
+                            (int)strlen(nonce), orev) != NATS_OK)
+        continue;
+    }
     lc_sh.id = id;
     return 0;
   }
@@ -603,7 +623,8 @@ void lc_ctl_stop(void) {
     }
     if (C.claim_rev)
       N(kvStore_Update)(NULL, C.nodes, C.claim_key, "", 0, C.claim_rev);
+    if (C.id_rev) N(kvStore_Update)(NULL, C.nodes, C.id_key, "", 0, C.id_rev);
   }
-  C.claim_rev = 0;
+  C.claim_rev = C.id_rev = 0;
   close_ctl();
 }
