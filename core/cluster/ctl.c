@@ -132,14 +132,17 @@ static natsStatus open_kv(void) {
   natsStatus s = N(natsConnection_JetStream)(&C.js, C.nc, &jo);
   if (s != NATS_OK) return s;
   /* On a cluster the last tries take one replica: a bucket made with one
-   * by an older version (or servers without room) still opens. */
+   * by an older version (or servers without room) still opens. Not too
+   * early: a JetStream cluster just formed, on a loaded machine, times out
+   * its first stream creations for seconds, and a bucket of one replica
+   * is lost with its server. */
   int replicas = known_servers() >= 3 ? 3 : 1;
   for (int tries = 0;; tries++) {
-    int r = tries >= 4 ? 1 : replicas;
+    int r = tries >= 10 ? 1 : replicas;
     s = C.nodes ? NATS_OK : bucket(&C.nodes, "nodes", r);
     if (s == NATS_OK && !C.names) s = bucket(&C.names, "names", r);
-    if (s == NATS_OK || tries == 5) return s;
-    usleep(200 * 1000);
+    if (s == NATS_OK || tries == 11) return s;
+    usleep(300 * 1000);
   }
 }
 
