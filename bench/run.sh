@@ -262,16 +262,27 @@ run_cluster() {
         out "# cluster: nats-server or $BUILD/nats_raw missing (make deps; make bench), skipped"
         return
     fi
+    # PEERS=1: Erlang distribution beside them (bench/erlang/dist.sh: two
+    # BEAM nodes, epmd), each workload right after tycho's and nats.c's.
+    local erl=0
+    if [ "$PEERS" = 1 ]; then
+        if command -v erl >/dev/null && command -v erlc >/dev/null; then erl=1
+        else out "# erlang cluster_*: erl not found, skipped (apt-get install erlang-nox)"; fi
+    fi
     bench tycho cluster_msgs bench/cluster.sh cluster_msgs
     bench nats-c cluster_msgs bench/cluster.sh nats_raw
+    [ $erl = 1 ] && bench erlang cluster_msgs bench/erlang/dist.sh msgs
     bench tycho cluster_call bench/cluster.sh cluster_call
     bench nats-c cluster_call bench/cluster.sh nats_raw_rtt
-    awk '/^(tycho|nats-c) cluster_(msgs|call): / { v[$1 " " $2] = $3 }
+    [ $erl = 1 ] && bench erlang cluster_call bench/erlang/dist.sh call
+    awk '/^(tycho|nats-c|erlang) cluster_(msgs|call): / { v[$1 " " $2] = $3 }
         END {
-            t = v["tycho cluster_msgs:"]; r = v["nats-c cluster_msgs:"]
+            t = v["tycho cluster_msgs:"]; r = v["nats-c cluster_msgs:"]; e = v["erlang cluster_msgs:"]
             if (t && r) printf "# cluster_msgs: tycho / nats.c alone = %.2f\n", t / r
-            t = v["tycho cluster_call:"]; r = v["nats-c cluster_call:"]
+            if (t && e) printf "# cluster_msgs: tycho / Erlang distribution = %.2f\n", t / e
+            t = v["tycho cluster_call:"]; r = v["nats-c cluster_call:"]; e = v["erlang cluster_call:"]
             if (t && r) printf "# cluster_call: tycho / nats.c alone = %.2f (round trips/s)\n", t / r
+            if (t && e) printf "# cluster_call: tycho / Erlang distribution = %.2f (round trips/s)\n", t / e
         }' "$SUMMARY" | tee -a "$SUMMARY"
 }
 

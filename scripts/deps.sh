@@ -47,9 +47,12 @@ PACKAGES=(
   # tycho.websocket's peer in its specs (spec/fixtures/ws_peer.py), and the
   # headless browser of examples/chat's spec (spec/chat_spec.lua)
   python3-websockets chromium
-  # the Erlang peer of the gen_server and shared-table benchmarks
-  # (bench/erlang: erl and erlc)
+  # the Erlang peer of the gen_server, shared-table and cluster benchmarks
+  # (bench/erlang: erl and erlc; dist.sh: two nodes, epmd)
   erlang-nox
+  # the cluster's partition spec: network namespaces and veth pairs
+  # (spec/support/netns.lua: ip netns, ip link)
+  iproute2
   # make lint: C style and Lua style
   clang-format lua-check
 )

@@ -172,7 +172,9 @@ describe("a frozen nats-server (SIGSTOP)", function()
   -- issue 18, item 9: whereis_global and register_global blocked for the
   -- whole outage (and join, which waits for the server, never returned).
   it("times the global-name calls and join out instead of blocking for the outage", function()
-    tycho.config { call_timeout = 2 }
+    -- (1 s: under the KV calls' own 2 s wait, core/cluster/ctl.c OP_WAIT_MS, whose
+    -- failure answers "noconnection": at 2 s both raced)
+    tycho.config { call_timeout = 1 }
     local ok, r = pcall(C.run_node, "t", srv.url, function(pid)
       local out = {}
       assert(tycho.register_global("frozen.before"))
@@ -235,7 +237,9 @@ describe("a flood from two nodes into one", function()
   setup(function()
     srv = C.nats_start()
     nodes.a = C.node_start("a", srv.url, { wait = false })
-    nodes.c = C.node_start("c", srv.url, { wait = false })
+    -- FLOOD_C_ENV="nice -n 19" (make cluster-soak): c's threads other than
+    -- its heartbeats' wait for the CPU behind everything else
+    nodes.c = C.node_start("c", srv.url, { wait = false, env = os.getenv("FLOOD_C_ENV") })
     nodes.b = C.node_start("b", srv.url, { wait = false,
       settings = ("{ max_mailbox_bytes = %d, max_memory = %d }"):format(LIMIT, BUDGET) })
     for n, node in pairs(nodes) do
@@ -273,16 +277,10 @@ describe("a flood from two nodes into one", function()
             r.base_hwm / 2^20, r.flood_s, r.polls)
           if os.getenv("FLOOD_VERBOSE") then io.stderr:write(what, "\n") end
           assert.same({}, r.probe_errors, what) -- b's agent answered every poll
-          -- A false NODEDOWN under flood still happens about once in 30
-          -- floods on a loaded 2-CPU machine (make test's lanes load it):
-          -- make cluster-soak (FLOOD_ROUNDS set) asserts none; make test
-          -- reports it and checks the rest.
-          if os.getenv("FLOOD_ROUNDS") then
-            assert.same({}, r.nodedown, what)
-          elseif #r.nodedown > 0 then
-            io.stderr:write("cluster flood: false NODEDOWN seen: ", table.concat(r.nodedown, ", "),
-              " (", what, ")\n")
-          end
+          -- (about 1 flood in 30 saw one on a loaded machine: an observer's
+          -- gateway judged by beats it had not taken from its queue yet;
+          -- gw_peers.c, lc_peers_tick)
+          assert.same({}, r.nodedown, what)
           assert.equal(0, r.lost_name, what)
           assert.equal(2 * f[1], r.sent, what)
           assert.equal(r.sent, r.received + r.drops, what)

@@ -134,6 +134,8 @@ typedef enum {
   LC_KV_REGISTER, /* name, pid -> true | "taken" */
   LC_KV_WHEREIS,  /* name -> pid | nil */
   LC_KV_RELEASE,  /* name, pid: its owner ended (no reply) */
+  LC_KV_VERIFY,   /* after a cut-off: are our names still ours? (no reply;
+                     the losers get ("NAME_LOST", name, winner_pid)) */
 } lc_kv_op;
 
 /* Queues a job for the control thread; its answer goes to `caller` as a

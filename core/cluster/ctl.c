@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "cluster.h"
 
 #define OP_WAIT_MS 2000
@@ -49,8 +50,8 @@ static struct {
   natsConnection *nc;
   jsCtx *js;
   kvStore *nodes, *names;
-  uint64_t claim_rev;
-  char claim_key[96];
+  uint64_t claim_rev, id_rev;
+  char claim_key[96], id_key[32];
   pthread_t thread;
   bool running;
   pthread_mutex_t mu; /* the queue, `stop` and the owned names */
@@ -70,12 +71,14 @@ static natsStatus connect_once(const char *url) {
   if (s != NATS_OK) return s;
   char name[160];
   snprintf(name, sizeof name, "%s.%s.ctl", lc_sh.cluster, lc_sh.name);
-  if ((s = N(natsOptions_SetURL)(o, url)) == NATS_OK &&
+  if ((s = lc_nats_set_urls(o, url)) == NATS_OK &&
       (s = N(natsOptions_SetName)(o, name)) == NATS_OK &&
       (s = N(natsOptions_SetTimeout)(o, OP_WAIT_MS)) == NATS_OK &&
       (s = N(natsOptions_SetSendAsap)(o, true)) == NATS_OK &&
       (s = N(natsOptions_SetMaxReconnect)(o, -1)) == NATS_OK &&
       (s = N(natsOptions_SetReconnectWait)(o, 50)) == NATS_OK &&
+      /* Servers in the order given: the first is this node's own. */
+      (s = N(natsOptions_SetNoRandomize)(o, true)) == NATS_OK &&
       (s = N(natsOptions_SetReconnectJitter)(o, 0, 0)) == NATS_OK)
     s = N(natsConnection_Connect)(&C.nc, o);
   N(natsOptions_Destroy)(o);
@@ -95,13 +98,27 @@ static natsStatus connect_ctl(const char *url) {
   return s;
 }
 
-static natsStatus bucket(kvStore **kv, const char *what) {
+/* Servers this connection knows (its URLs and those the server told of):
+ * three or more make a NATS cluster, whose buckets get three replicas. */
+static int known_servers(void) {
+  char **urls = NULL;
+  int n = 0;
+  if (N(natsConnection_GetServers)(C.nc, &urls, &n) != NATS_OK) return 1;
+  for (int i = 0; i < n; i++) free(urls[i]);
+  free(urls);
+  return n;
+}
+
+/* replicas: 3 on a NATS cluster (a bucket outlives the loss of a server;
+ * JetStream's quorum decides every write), 1 on one server. */
+static natsStatus bucket(kvStore **kv, const char *what, int replicas) {
   char name[128];
   snprintf(name, sizeof name, "tycho_%s_%s", lc_sh.cluster, what);
   kvConfig kc;
   N(kvConfig_Init)(&kc);
   kc.Bucket = name;
   kc.History = 1;
+  kc.Replicas = replicas;
   return N(js_CreateKeyValue)(kv, C.js, &kc);
 }
 
@@ -114,11 +131,18 @@ static natsStatus open_kv(void) {
   jo.Wait = OP_WAIT_MS;
   natsStatus s = N(natsConnection_JetStream)(&C.js, C.nc, &jo);
   if (s != NATS_OK) return s;
+  /* On a cluster the last tries take one replica: a bucket made with one
+   * by an older version (or servers without room) still opens. Not too
+   * early: a JetStream cluster just formed, on a loaded machine, times out
+   * its first stream creations for seconds, and a bucket of one replica
+   * is lost with its server. */
+  int replicas = known_servers() >= 3 ? 3 : 1;
   for (int tries = 0;; tries++) {
-    s = C.nodes ? NATS_OK : bucket(&C.nodes, "nodes");
-    if (s == NATS_OK && !C.names) s = bucket(&C.names, "names");
-    if (s == NATS_OK || tries == 3) return s;
-    usleep(200 * 1000);
+    int r = tries >= 10 ? 1 : replicas;
+    s = C.nodes ? NATS_OK : bucket(&C.nodes, "nodes", r);
+    if (s == NATS_OK && !C.names) s = bucket(&C.names, "names", r);
+    if (s == NATS_OK || tries == 11) return s;
+    usleep(300 * 1000);
   }
 }
 
@@ -235,6 +259,26 @@ static int claim_id(char *err, size_t errlen) {
     bool taken = false;
     for (size_t i = 0; i < nlive && !taken; i++) taken = live[i] == id;
     if (taken) continue;
+    /* The counter alone gave two joining nodes one id (16 nodes started at
+     * once on three servers: "9" and "10" stored twice in next_id; each
+     * pair of twins then saw neither the other nor most nodes). So the id
+     * is claimed too, with Create (exactly one contender wins); an id key
+     * left by an incarnation that is not beating is taken over once the
+     * counter wrapped around (compare and set). */
+    char nonce[32], old[64];
+    snprintf(nonce, sizeof nonce, "%016" PRIx64, lc_sh.nonce);
+    snprintf(C.id_key, sizeof C.id_key, "id.%u", id);
+    C.id_rev = 0;
+    if (N(kvStore_Create)(&C.id_rev, C.nodes, C.id_key, nonce,
+                          (int)strlen(nonce)) != NATS_OK) {
+      uint64_t orev = 0;
+      if (next < TY_MAX_NODES - 1) continue; /* a twin: the next id */
+      s = kv_get(C.nodes, C.id_key, old, sizeof old, &orev);
+      if ((s != NATS_OK && s != NATS_NOT_FOUND) || !orev ||
+          N(kvStore_Update)(&C.id_rev, C.nodes, C.id_key, nonce,
+                            (int)strlen(nonce), orev) != NATS_OK)
+        continue;
+    }
     lc_sh.id = id;
     return 0;
   }
@@ -392,6 +436,73 @@ static void do_whereis(job *j) {
   ty__buf_free(&b);
 }
 
+/* ("NAME_LOST", name, winner) to the actor that held name. */
+static void tell_lost(ty_pid to, const char *name, ty_pid winner) {
+  ty__buf b;
+  ty__buf_init(&b);
+  int err = ty__codec_put_string(&b, "NAME_LOST", 9);
+  err |= ty__codec_put_string(&b, name, strlen(name));
+  err |=
+      winner ? ty__codec_put_number(&b, (double)winner) : ty__codec_put_nil(&b);
+  if (err) ty__die("out of memory");
+  ty_msg *m = lc_msg_of(&b, to, lc_node_pid(lc_sh.id), LT_MSG, 0);
+  if (!lc_sh.rt || ty_send(lc_sh.rt, m)) ty_msg_free(m);
+  ty__buf_free(&b);
+}
+
+/* After this node was cut off (docs/cluster.md, "Partitions"): the others
+ * saw it down and may have taken its names over (do_register: the owner's
+ * node was down). The KV store, whose writes JetStream's quorum orders,
+ * holds the one owner: a name whose value names another pid is lost, and
+ * its local holder hears so; one that was released meanwhile is taken back
+ * (compare and set on the revision read). */
+static void do_verify(void) {
+  for (size_t i = 0;; i++) {
+    char name[512], key[600], val[32];
+    ty_pid pid = 0;
+    uint64_t rev = 0;
+    pthread_mutex_lock(&C.mu);
+    bool more = i < C.nown;
+    if (more) {
+      snprintf(name, sizeof name, "%s", C.own[i].name);
+      pid = C.own[i].pid;
+    }
+    pthread_mutex_unlock(&C.mu);
+    if (!more) return;
+    hex_key(key, sizeof key, name);
+    natsStatus s = kv_get(C.names, key, val, sizeof val, &rev);
+    ty_pid holder = s == NATS_OK ? strtoull(val, NULL, 10) : 0;
+    if (s != NATS_OK && s != NATS_NOT_FOUND) continue; /* cannot tell */
+    if (holder == pid) continue;
+    if (!holder) {
+      char mine[32];
+      snprintf(mine, sizeof mine, "%" PRIu64, pid);
+      uint64_t nrev = 0;
+      if (N(kvStore_Update)(&nrev, C.names, key, mine, (int)strlen(mine),
+                            rev) == NATS_OK) {
+        own_add(name, pid, nrev);
+        continue;
+      }
+      if (kv_get(C.names, key, val, sizeof val, &rev) == NATS_OK)
+        holder = strtoull(val, NULL, 10);
+      if (holder == pid) continue;
+    }
+    pthread_mutex_lock(&C.mu); /* forgotten, not released: it is not ours */
+    for (size_t k = 0; k < C.nown; k++)
+      if (C.own[k].pid == pid && strcmp(C.own[k].name, name) == 0) {
+        free(C.own[k].name);
+        C.own[k] = C.own[--C.nown];
+        break;
+      }
+    atomic_store_explicit(&C.nown_hint, C.nown, memory_order_relaxed);
+    pthread_mutex_unlock(&C.mu);
+    i--; /* the entry at i is another one now */
+    ty__logf(TY_LOG_WARN, -1, 0, "cluster: global name %s lost to %" PRIu64,
+             name, holder);
+    tell_lost(pid, name, holder);
+  }
+}
+
 /* Names of local actors that ended without the exit hook seeing them
  * (a register that completed as its actor was ending). */
 static void sweep(void) {
@@ -436,6 +547,7 @@ static void *ctl_main(void *arg) {
     /* A job whose caller stopped waiting is skipped: behind a frozen
      * server the queue must not grow into one long wait. */
     if (j->op == LC_KV_RELEASE) release(j->name, j->pid);
+    else if (j->op == LC_KV_VERIFY) do_verify();
     else if (expired(j)) (void)0;
     else if (j->op == LC_KV_REGISTER) do_register(j);
     else do_whereis(j);
@@ -500,7 +612,8 @@ void lc_ctl_stop(void) {
   /* Jobs still queued: their callers hear that the cluster went away. */
   for (job *j = C.head, *next; j; j = next) {
     next = j->next;
-    if (j->op != LC_KV_RELEASE) reply_err(j->caller, j->ref, "noconnection");
+    if (j->op != LC_KV_RELEASE && j->op != LC_KV_VERIFY)
+      reply_err(j->caller, j->ref, "noconnection");
     free(j);
   }
   C.head = C.tail = NULL;
@@ -513,7 +626,8 @@ void lc_ctl_stop(void) {
     }
     if (C.claim_rev)
       N(kvStore_Update)(NULL, C.nodes, C.claim_key, "", 0, C.claim_rev);
+    if (C.id_rev) N(kvStore_Update)(NULL, C.nodes, C.id_key, "", 0, C.id_rev);
   }
-  C.claim_rev = 0;
+  C.claim_rev = C.id_rev = 0;
   close_ctl();
 }

@@ -141,6 +141,7 @@ static void on_beat(void *g, const char *data, size_t len, uint64_t at) {
  * sent; one read may hold them all, and the view must be up to date before
  * an actor acts on a message. */
 static bool drain_all(lc_gw *g) {
+  g->beats_ns = lc_now_ns();
   lc_beat_take(on_beat, g);
   drain(g, g->ann, 2, 0);
   int got = drain(g, g->data, 0, 0);
@@ -285,7 +286,7 @@ static natsStatus connect_nats(lc_gw *g, const char *url) {
   if (s != NATS_OK) return s;
   char name[160];
   snprintf(name, sizeof name, "%s.%s", lc_sh.cluster, lc_sh.name);
-  if ((s = N(natsOptions_SetURL)(o, url)) == NATS_OK &&
+  if ((s = lc_nats_set_urls(o, url)) == NATS_OK &&
       (s = N(natsOptions_SetName)(o, name)) == NATS_OK &&
       (s = N(natsOptions_SetTimeout)(o, 2000)) == NATS_OK &&
       (s = N(natsOptions_SetEventLoop)(o, g, evl_attach, evl_read, evl_write,
@@ -295,6 +296,8 @@ static natsStatus connect_nats(lc_gw *g, const char *url) {
       (s = N(natsOptions_SetIOBufSize)(o, 256 * 1024)) == NATS_OK &&
       (s = N(natsOptions_SetMaxReconnect)(o, -1)) == NATS_OK &&
       (s = N(natsOptions_SetReconnectWait)(o, 50)) == NATS_OK &&
+      /* Servers in the order given: the first is this node's own. */
+      (s = N(natsOptions_SetNoRandomize)(o, true)) == NATS_OK &&
       (s = N(natsOptions_SetReconnectJitter)(o, 0, 0)) == NATS_OK &&
       /* Publishing while cut off fails at once (a drop we count, a call we
        * answer) instead of going out late after the reconnect. */

@@ -16,8 +16,10 @@
 #define LC_GRACE_NS (1000 * 1000000ull)     /* after our reconnect */
 #define LC_ECHO_NS (300 * 1000000ull)       /* our own beat back within */
 #define LC_DEAF_GRACE_NS (300 * 1000000ull) /* ... after it was not */
-#define LC_PING_NS (1000 * 1000000ull)      /* rtt probe period per node */
-#define LC_TICK_NS (25 * 1000000ull)        /* liveness checks */
+#define LC_DEAF_CUT_NS (2000 * 1000000ull) /* not back for this long: cut off */
+#define LC_PING_NS (1000 * 1000000ull)     /* rtt probe period per node */
+#define LC_PROBE_NS (250 * 1000000ull) /* beats this late: probe over data */
+#define LC_TICK_NS (25 * 1000000ull)   /* liveness checks */
 
 /* Wire kinds that the gateways exchange among themselves (never actors'). */
 enum {
@@ -71,6 +73,8 @@ typedef struct lc_peer {
   uint32_t epoch;       /* its reconnections, from its heartbeats */
   uint32_t svc_ver;     /* from its heartbeats */
   uint64_t last_ns;     /* last heartbeat (or first contact) */
+  uint64_t data_ns;     /* last frame from it on the data connection */
+  uint64_t probe_ns;    /* next probe while its beats are late */
   uint64_t seq_out;     /* messages sent to it */
   uint64_t acked;       /* ... of which it acknowledged up to here */
   uint64_t full_ns;     /* when the window to it last filled (0: not full) */
@@ -161,7 +165,10 @@ typedef struct lc_gw {
   uint64_t grace_until; /* after a reconnect: no silence verdicts */
   uint64_t beat_rec;    /* reconnections of the heartbeat connection seen */
   bool deaf;            /* our own beats did not come back (gw_beat.c) */
+  bool deaf_cut;        /* ... for LC_DEAF_CUT_NS: every node is down */
+  uint64_t deaf_ns;     /* our last beat back before we went deaf */
   uint64_t next_tick, next_sweep;
+  uint64_t beats_ns;  /* when the last turn took the heartbeats queued */
   uint64_t active_ns; /* the last turn that moved messages */
   int max_payload;
   ty__buf scratch;
@@ -215,6 +222,8 @@ size_t lc_beat_take(lc_beat_fn fn, void *ctx);
 /* Can we judge silence: is the heartbeat connection up, and did our own
  * beat come back within LC_ECHO_NS? *reconnects: its reconnections. */
 bool lc_beat_hearing(uint64_t *reconnects, uint64_t now);
+/* When our own beat last came back from the server. */
+uint64_t lc_beat_echo_ns(void);
 
 /* gw_peers.c */
 /* A heartbeat's bytes into buf (LC_BEAT_MAX); returns its length. */

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "gw.h"
 
 #define QUEUE_MAX 4096 /* beats held for the gateway (the oldest go first) */
@@ -123,11 +124,18 @@ static int raise_priority(void) {
 static void *beat_main(void *arg) {
   (void)arg;
   raise_priority();
-  uint64_t next = lc_now_ns();
+  uint64_t next = lc_now_ns(), last = 0;
   /* seq_cst: pairs with the store in lc_beat_stop. */
   while (!atomic_load(&B.stop)) {
     uint64_t now = lc_now_ns();
     if (now >= next) {
+      /* A beat this late makes others judge us silent: say so (a thread
+       * kept off the CPU, or blocked in the publish). */
+      if (last && now - last > 3 * LC_BEAT_NS)
+        ty__logf(TY_LOG_WARN, -1, 0,
+                 "cluster: our heartbeat went out %.2f s after the last",
+                 (double)(now - last) * 1e-9);
+      last = now;
       publish_beat();
       next = now - next > LC_BEAT_NS ? now + LC_BEAT_NS : next + LC_BEAT_NS;
     }
@@ -161,12 +169,14 @@ static natsStatus connect_beats(const char *url) {
   if (s != NATS_OK) return s;
   char name[160];
   snprintf(name, sizeof name, "%s.%s.beat", lc_sh.cluster, lc_sh.name);
-  if ((s = N(natsOptions_SetURL)(o, url)) == NATS_OK &&
+  if ((s = lc_nats_set_urls(o, url)) == NATS_OK &&
       (s = N(natsOptions_SetName)(o, name)) == NATS_OK &&
       (s = N(natsOptions_SetTimeout)(o, 2000)) == NATS_OK &&
       (s = N(natsOptions_SetSendAsap)(o, true)) == NATS_OK &&
       (s = N(natsOptions_SetMaxReconnect)(o, -1)) == NATS_OK &&
       (s = N(natsOptions_SetReconnectWait)(o, 50)) == NATS_OK &&
+      /* Servers in the order given: the first is this node's own. */
+      (s = N(natsOptions_SetNoRandomize)(o, true)) == NATS_OK &&
       (s = N(natsOptions_SetReconnectJitter)(o, 0, 0)) == NATS_OK &&
       /* A beat published while cut off is stale by the reconnect. */
       (s = N(natsOptions_SetReconnectBufSize)(o, 64)) == NATS_OK &&
@@ -232,6 +242,10 @@ bool lc_beat_hearing(uint64_t *reconnects, uint64_t now) {
   uint64_t echo = atomic_load_explicit(&B.echo_ns, memory_order_relaxed);
   return atomic_load_explicit(&B.connected, memory_order_relaxed) &&
          (echo >= now || now - echo < LC_ECHO_NS);
+}
+
+uint64_t lc_beat_echo_ns(void) {
+  return atomic_load_explicit(&B.echo_ns, memory_order_relaxed); /* see B */
 }
 
 void lc_beat_stop(void) {

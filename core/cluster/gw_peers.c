@@ -278,6 +278,9 @@ static void watch_self(lc_gw *g, uint64_t now, bool *connected) {
     lc_peers_beat(g, false); /* our new epoch, in the next beat */
   }
   if (*connected) {
+    /* Back from a cut-off: the others may have taken our global names
+     * over meanwhile (ctl.c, do_verify). */
+    if (g->cut_off) lc_kv_submit(LC_KV_VERIFY, "", 0, 0, 0, 0);
     g->down_since = 0;
     g->cut_off = false;
     return;
@@ -290,8 +293,21 @@ static void watch_self(lc_gw *g, uint64_t now, bool *connected) {
   }
 }
 
+static void on_beat(void *g, const char *data, size_t len, uint64_t at) {
+  lc_peers_on_beat(g, data, len, at);
+}
+
 void lc_peers_tick(lc_gw *g, uint64_t now) {
   bool connected;
+  /* Every beat stamped before `now` is in the queue by now (stamped and
+   * queued under one lock): take them before judging. The turn's own take
+   * (gw.c, drain_all) may be long past: a gateway thread kept off its CPU
+   * between that take and this tick judged by stale stamps while the beats
+   * that say otherwise waited in the queue (issue 18, item 3: "silent for
+   * 0.73 s (beats taken 0.63 s ago)" under a flood on a loaded machine). */
+  uint64_t away = now - g->beats_ns; /* for the log below */
+  lc_beat_take(on_beat, g);
+  g->beats_ns = now;
   watch_self(g, now, &connected);
   /* A silence while we cannot hear is ours, not theirs: the heartbeat
    * connection must be up (and have been for a while), and our own beats
@@ -303,12 +319,35 @@ void lc_peers_tick(lc_gw *g, uint64_t now) {
     g->beat_rec = beat_rec;
     g->grace_until = now + LC_GRACE_NS;
   }
+  uint64_t echo = lc_beat_echo_ns();
   if (!hearing) {
-    if (!g->deaf)
+    if (!g->deaf) {
       ty__logf(TY_LOG_INFO, -1, 0,
                "cluster: our heartbeats do not come back: no verdicts");
+      g->deaf_ns = echo;
+    }
     g->deaf = true;
+    /* Not back for long: the link to the server is cut (a partition: the
+     * connection's status stays "connected" until its pings time out, far
+     * later). We are cut off: every other node is down for us, as the
+     * others see us down after their 500 ms of silence. */
+    if (!g->deaf_cut && now > echo && now - echo > LC_DEAF_CUT_NS) {
+      g->deaf_cut = true;
+      ty__logf(TY_LOG_WARN, -1, 0,
+               "cluster: our heartbeats have not come back for %.2f s: cut "
+               "off, every node down",
+               (double)(now - echo) * 1e-9);
+      for (unsigned id = 1; id < TY_MAX_NODES; id++)
+        if (g->peers[id]) lc_peer_down(g, g->peers[id]);
+    }
   } else if (g->deaf) {
+    ty__logf(TY_LOG_INFO, -1, 0,
+             "cluster: our heartbeats come back again (%.2f s without)",
+             (double)(now - g->deaf_ns) * 1e-9);
+    if (g->deaf_cut) { /* healed: our names may have been taken over */
+      g->deaf_cut = false;
+      lc_kv_submit(LC_KV_VERIFY, "", 0, 0, 0, 0);
+    }
     g->deaf = false;
     if (g->grace_until < now + LC_DEAF_GRACE_NS)
       g->grace_until = now + LC_DEAF_GRACE_NS;
@@ -318,12 +357,30 @@ void lc_peers_tick(lc_gw *g, uint64_t now) {
   for (unsigned id = 1; id < TY_MAX_NODES; id++) {
     lc_peer *p = g->peers[id];
     if (!p) continue;
-    if (judge && now - p->last_ns > LC_DOWN_NS &&
+    /* Any frame on the data connection is a sign of life too (as any
+     * traffic is on an Erlang distribution connection): on this 2-CPU VM
+     * one thread can stand still for 0.3-1.8 s (measured: our heartbeat
+     * went out 0.48 s after the last; the server passed none of a node's
+     * beats for 1.8 s while its own came back), so beats late by
+     * LC_PROBE_NS are checked over the other path, the data connection,
+     * with a probe whose answer is such a frame. Down takes silence on
+     * both. (a beat stamped after `now` was taken too: last_ns may be past
+     * it) */
+    uint64_t alive = p->last_ns > p->data_ns ? p->last_ns : p->data_ns;
+    if (judge && now > alive && now - alive > LC_DOWN_NS &&
         (p->beating || ty_node_live(g->rt, id))) {
-      ty__logf(TY_LOG_WARN, -1, 0, "cluster: node %s silent for %.2f s: down",
-               p->name, (double)(now - p->last_ns) * 1e-9);
+      ty__logf(TY_LOG_WARN, -1, 0,
+               "cluster: node %s silent for %.2f s (data %.2f s): down (the "
+               "gateway took beats %.2f s before)",
+               p->name, (double)(now - p->last_ns) * 1e-9,
+               (double)(now - alive) * 1e-9, (double)away * 1e-9);
       lc_peer_down(g, p);
       continue;
+    }
+    if (judge && p->up && now > p->last_ns && now - p->last_ns > LC_PROBE_NS &&
+        now >= p->probe_ns) {
+      lc_send_ctl(g, p, LC_W_PING, lc_node_pid(id), 0, now, NULL, 0);
+      p->probe_ns = now + LC_BEAT_NS;
     }
     if (p->full_ns && now - p->full_ns > LC_STALL_NS) {
       /* No acknowledgement for long: one was lost with what it answered

@@ -554,6 +554,7 @@ void lc_route_in(lc_gw *g, const char *data, size_t len, uint64_t svc) {
   lc_peer *p = NULL;
   if (node != lc_sh.id) {
     if (!(p = lc_peer_of(g, node))) return;
+    p->data_ns = lc_now_ns(); /* a sign of life (gw_peers.c, the tick) */
     if (!p->name[0]) lc_peer_named(g, p, data + PREFIX_FIXED, nl);
   }
   for (size_t off = PREFIX_FIXED + nl; off + HDR <= len;) {

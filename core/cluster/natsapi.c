@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "natsapi.h"
 
@@ -38,6 +39,24 @@ static void load(void) {
 #undef LC_NATS_SYM
   /* The library stays loaded for the life of the process: nats.c keeps
    * threads of its own (timers, garbage collection) once it is used. */
+}
+
+natsStatus lc_nats_set_urls(natsOptions *o, const char *urls) {
+  char buf[2048];
+  const char *list[32];
+  int n = 0;
+  if (snprintf(buf, sizeof buf, "%s", urls) >= (int)sizeof buf)
+    return NATS_INVALID_ARG;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < 32;
+       tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
+    char *end = tok + strlen(tok);
+    while (end > tok && end[-1] == ' ') *--end = 0;
+    if (*tok) list[n++] = tok;
+  }
+  if (n == 0) return NATS_INVALID_ARG;
+  if (n == 1) return N(natsOptions_SetURL)(o, list[0]);
+  return N(natsOptions_SetServers)(o, list, n); /* it copies them */
 }
 
 int lc_nats_load(char *err, size_t errlen) {

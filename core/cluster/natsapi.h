@@ -22,6 +22,7 @@
   X(natsOptions_Create)                                                        \
   X(natsOptions_Destroy)                                                       \
   X(natsOptions_SetURL)                                                        \
+  X(natsOptions_SetServers)                                                    \
   X(natsOptions_SetName)                                                       \
   X(natsOptions_SetTimeout)                                                    \
   X(natsOptions_SetEventLoop)                                                  \
@@ -35,6 +36,7 @@
   X(natsOptions_SetMaxPingsOut)                                                \
   X(natsOptions_SetNoEcho)                                                     \
   X(natsOptions_SetReconnectedCB)                                              \
+  X(natsOptions_SetNoRandomize)                                                \
   X(natsConnection_Connect)                                                    \
   X(natsConnection_Close)                                                      \
   X(natsConnection_Destroy)                                                    \
@@ -44,6 +46,7 @@
   X(natsConnection_Buffered)                                                   \
   X(natsConnection_Status)                                                     \
   X(natsConnection_GetMaxPayload)                                              \
+  X(natsConnection_GetServers)                                                 \
   X(natsConnection_GetStats)                                                   \
   X(natsConnection_FlushTimeout)                                               \
   X(natsConnection_SubscribeSync)                                              \
@@ -94,5 +97,10 @@ extern lc_nats_api lc_nats;
 /* Loads libnats (once per process; later calls return the first outcome).
  * 0, or -1 with a message in err. Any thread. */
 int lc_nats_load(char *err, size_t errlen);
+
+/* The server URLs of a setting, comma-separated ("nats://a:4222,nats://b:
+ * 4222", spaces around commas allowed), into o: natsOptions_SetURL takes
+ * one URL only. */
+natsStatus lc_nats_set_urls(natsOptions *o, const char *urls);
 
 #endif

@@ -149,11 +149,12 @@ end
 function C.nats_start(opts)
   opts = opts or {}
   local srv = { port = opts.port or C.free_port(), dir = opts.dir or tmpdir() }
-  srv.url = "nats://127.0.0.1:" .. srv.port
+  srv.addr = opts.addr or "127.0.0.1" -- (a veth's address: spec/support/netns.lua)
+  srv.url = "nats://" .. srv.addr .. ":" .. srv.port
   srv.log = srv.dir .. "/server.log"
   local extra = opts.args or ""
-  srv.pid = spawn(("exec %s -a 127.0.0.1 -p %d -js -sd %s %s")
-    :format(C.nats_bin, srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
+  srv.pid = spawn(("exec %s -a %s -p %d -js -sd %s %s")
+    :format(C.nats_bin, srv.addr, srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
   local what = opts.ready or "Server is ready"
   C.wait(function()
     local log = slurp(srv.log)
@@ -205,6 +206,8 @@ C.agent = ROOT .. "/spec/fixtures/cluster_agent.lua"
 C.launcher = os.getenv("TYCHO_LAUNCHER") or "build/bin/tycho"
 
 -- Starts `tycho --node name --nats url script args...`; returns {pid=, log=}.
+-- opts: workers, flags (launcher flags: "--io epoll"), env, prefix, script,
+-- args, cluster, wait (false: do not wait for READY), settings.
 function C.node_start(name, url, opts)
   opts = opts or {}
   local dir = tmpdir()
@@ -214,8 +217,10 @@ function C.node_start(name, url, opts)
     node.pid = spawn(("cd %s && exec env %s luajit spec/fixtures/cluster_config_node.lua %s %s %s")
       :format(H.quote(ROOT), opts.env or "", name, url, H.quote(opts.settings)), node.log)
   else
-    local cmd = "cd %s && exec env %s %s --workers %d %s --node %s --nats %s %s %s %s"
-    node.pid = spawn(cmd:format(H.quote(ROOT), opts.env or "", C.launcher, opts.workers or 2,
+    -- opts.prefix: a command that execs the rest (ip netns exec NS)
+    local cmd = "cd %s && exec %s env %s %s --workers %d %s --node %s --nats %s %s %s %s"
+    node.pid = spawn(cmd:format(H.quote(ROOT), opts.prefix or "", opts.env or "", C.launcher,
+      opts.workers or 2,
       opts.flags or "",
       name, url,
         opts.cluster and ("--cluster " .. opts.cluster) or "", H.quote(script),

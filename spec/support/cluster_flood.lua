@@ -92,7 +92,14 @@ function F.round(n, size, pause)
   repeat
     tycho.sleep(0.2)
     tycho.send(recv, "count", me)
-    local tag, c = tycho.recv(10)
+    local t_end, tag, c = tycho.now() + 30 -- (a loaded machine: its 1 ms pauses stretch)
+    repeat -- a NODEDOWN meanwhile is recorded, not taken for the count
+      local ev = { tycho.recv(math.max(0, t_end - tycho.now())) }
+      tag, c = ev[1], ev[2]
+      if tag == "nodedown" or tag == "NODEDOWN" then
+        out.nodedown[#out.nodedown + 1] = table.concat({ tostring(ev[2]), tostring(ev[3]) }, " ")
+      end
+    until tag == "count" or tag == nil
     if tag ~= "count" then got = -1 break end
     got, last = c, got
   until got == last
