@@ -440,10 +440,10 @@ static void do_whereis(job *j) {
 static void tell_lost(ty_pid to, const char *name, ty_pid winner) {
   ty__buf b;
   ty__buf_init(&b);
-  int err = ty__codec_put_string(&b, "NAME_LOST", 9);
-  err |= ty__codec_put_string(&b, name, strlen(name));
+  int err = lt_codec_put_string(&b, "NAME_LOST", 9);
+  err |= lt_codec_put_string(&b, name, strlen(name));
   err |=
-      winner ? ty__codec_put_number(&b, (double)winner) : ty__codec_put_nil(&b);
+      winner ? lt_codec_put_number(&b, (double)winner) : lt_codec_put_nil(&b);
   if (err) ty__die("out of memory");
   ty_msg *m = lc_msg_of(&b, to, lc_node_pid(lc_sh.id), LT_MSG, 0);
   if (!lc_sh.rt || ty_send(lc_sh.rt, m)) ty_msg_free(m);
