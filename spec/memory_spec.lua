@@ -165,8 +165,15 @@ describe("memory budgets", function()
 
   it("show in tycho.stats", function()
     local s = run({}, function()
-      tycho.sleep(0.05) -- every worker has made its state
-      return tycho.stats()
+      -- every worker makes its state when it starts: wait for both (a
+      -- fixed 50 ms was not always enough on a loaded machine)
+      local s
+      for _ = 1, 500 do
+        s = tycho.stats()
+        if s[1].lua_memory > 0 and s[2].lua_memory > 0 then break end
+        tycho.sleep(0.01)
+      end
+      return s
     end)
     for _, f in ipairs{ "memory", "lua_memory", "max_memory" } do
       assert.equal("number", type(s[f]), f)

@@ -295,17 +295,21 @@ TEST_IMPL(mtimer_no_burst) {
 
 /* ---- ownership ------------------------------------------------------------- */
 
-/* Starts an interval of 5 ms to its peer and ends after 30 ms: its timer
- * ends with it. Also tries to cancel a timer it does not own. */
+/* Starts an interval of 5 ms to its peer and ends once it has fired 3
+ * times (awaited, not a fixed 30 ms: a loaded machine can hold a worker off
+ * the CPU that long): its timer ends with it. */
 static int step_dying_owner(ty_actor *a, tact *c) {
   if (c->phase == 0) {
     c->ids[0] = ty_timer_send(a, long_msg(c->peer, 5), 5 * MS, 5 * MS);
     c->phase = 1;
-    ty_actor_wait(a, 30 * MS, 0);
+  }
+  if (atomic_load(&g_arrived) < 3) {
+    ty_actor_wait(a, 5 * MS, 0);
     return TY_WAIT;
   }
   atomic_store(&g_results[0], (long)ty_timer_count());
   atomic_store(&g_results[1], c->ids[0]);
+  atomic_store(&g_results[6], 1); /* the owner has ended */
   return TY_DONE;
 }
 
@@ -313,9 +317,13 @@ static int step_dying_owner(ty_actor *a, tact *c) {
  * and tries to cancel the dead owner's timer by id; then checks that no
  * message came since. */
 static int step_checker(ty_actor *a, tact *c) {
+  if (c->phase == 0 && !atomic_load(&g_results[6])) {
+    ty_actor_wait(a, 5 * MS, 0);
+    return TY_WAIT;
+  }
   c->phase++;
   if (c->phase == 1) {
-    ty_actor_wait(a, 60 * MS, 0);
+    ty_actor_wait(a, 100 * MS, 0); /* what it sent before its end lands */
     return TY_WAIT;
   }
   if (c->phase == 2) {
