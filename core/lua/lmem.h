@@ -27,14 +27,32 @@
 
 #include <lua.h>
 
+/* The actors an actor spawned, while they live (a spawn bomb's actors each
+ * hold little, so only what they hold together blames their spawner):
+ * LT_SPAWN_COST each, counted from the spawn to the child's end, on any
+ * thread. Shared by the spawner and each live child; the last one frees
+ * it. Once the spawner is doomed, so is each of them that grows while the
+ * process is over budget (the ones it spawned last start after it ended,
+ * and would take the budget's headroom from innocent actors). */
+typedef struct lt_brood {
+  _Atomic int64_t bytes;
+  _Atomic uint32_t refs;
+  _Atomic bool doomed;
+} lt_brood;
+/* What one idle actor costs, about (bench/RESULTS.md: 941 B). */
+#define LT_SPAWN_COST ((int64_t)1024)
+
 /* What an allocation is charged to: an actor (lt_actor.charge) or a
  * blocking job. */
 typedef struct lt_charge {
-  int64_t mem;    /* net bytes allocated while it ran (an estimate) */
-  int64_t recent; /* the same since the state's last collection cycle */
-  size_t burst;   /* bytes allocated in the current run */
-  uint32_t epoch; /* the cycle `recent` counts in */
-  bool doomed;    /* refused once: every later growth is refused too */
+  int64_t mem;        /* net bytes allocated while it ran (an estimate) */
+  int64_t recent;     /* the same since the state's last collection cycle */
+  size_t burst;       /* bytes allocated in the current run */
+  uint32_t epoch;     /* the cycle `recent` counts in */
+  bool doomed;        /* refused once: every later growth is refused too */
+  bool spawn_refused; /* its last spawn was refused (nomem) */
+  lt_brood *brood;    /* the actors it spawned (NULL: none yet) */
+  lt_brood *brood_of; /* its spawner's brood, which it counts in */
 } lt_charge;
 
 typedef struct lt_heap {
@@ -106,6 +124,22 @@ typedef struct lt_paused {
 } lt_paused;
 lt_paused lt_mem_pause(void);
 void lt_mem_resume(lt_paused p);
+
+/* A spawn by the actor charged to spawner: child counts in its brood from
+ * now on (not when the brood cannot be allocated). lt_mem_charge_end when
+ * the child's actor is freed, and the spawner's. */
+void lt_mem_brood_join(lt_charge *spawner, lt_charge *child);
+void lt_mem_charge_end(lt_charge *c);
+/* A spawn while over max_memory: refused (nil, "nomem"). True when the
+ * spawner is doomed instead and ends with "memory": it spawns again after a
+ * refusal, while it holds an eighth of the budget with its live actors (a
+ * bomb that ignores "nomem" would spin on spawn for ever while its actors
+ * hold the budget; one that stops at "nomem" is not to blame). */
+bool lt_mem_spawn_blames(lt_charge *c);
+
+/* Does c hold a large share of the budget (1/32: worth a full collection
+ * when it ends)? */
+bool lt_mem_held_much(const lt_charge *c);
 
 /* Bytes outside the Lua heaps that the budget counts (actor records, spawn
  * arguments): + when allocated, - when freed, on any thread. */
