@@ -54,8 +54,10 @@ LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w
 SERVER_LUA_WORKLOADS="memory_server server_call"
 # Ours only too: the ping-pong rate while 100 actors keep the blocking pool
 # busy, as a share of the unloaded rate (spec/blocking_spec.lua checks only
-# that no round trip stalls: a rate is no test on a shared machine).
-OWN_LUA_WORKLOADS="blocking_load"
+# that no round trip stalls: a rate is no test on a shared machine); and
+# what a call costs with 10^5 messages queued (spec/call_backlog_spec.lua
+# checks that no reply is queued behind them).
+OWN_LUA_WORKLOADS="blocking_load call_backlog"
 SERVER_WORKLOADS="http https http_client cluster ws pg web shared"   # https, http_client: bench/net.sh; ws: bench/ws.sh
 # pg: bench/pg.sh (tycho.pg beside pgbench and tycho.blocking on one PostgreSQL)
 # web: bench/web.sh (a tycho.web router vs the bare handler, app:static vs
