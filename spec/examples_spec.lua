@@ -103,20 +103,11 @@ describe("examples/redis_counter.lua", function()
     function()
       local path = assert(S.drivers())
       local redis, stop_redis = assert(S.redis())
-      local log = os.tmpname()
-      local p = io.popen(("cd %s && LUA_PATH=%s exec build/bin/tycho --workers 2"
-        .. " examples/redis_counter.lua 0 127.0.0.1 %d >%s 2>&1 & echo $!")
-        :format(q(repo_root()), q(path .. ";"), redis.port, q(log)))
-      local pid = tonumber(p:read("*l"))
-      p:close()
-      local ok, err = pcall(function()
-        local port
-        for _ = 1, 200 do
-          port = H.slurp(log):match("listening on 127%.0%.0%.1:(%d+)")
-          if port then break end
-          os.execute("sleep 0.05")
-        end
-        assert(port, "no listening line: " .. H.slurp(log))
+      local ok, err = pcall(require("support.launch").with, { script = "examples/redis_counter.lua",
+        args = ("0 127.0.0.1 %d"):format(redis.port), env = "LUA_PATH=" .. q(path .. ";"),
+        merge = true }, function(p)
+        local port = p:await("listening on 127%.0%.0%.1:(%d+)")
+        assert(port, "no listening line: " .. p:output())
         local function get(target)
           local rc, out = H.sh(("curl -s -w ' %%{http_code}' --max-time 5 http://127.0.0.1:%s%s")
             :format(port, target))
@@ -136,9 +127,7 @@ describe("examples/redis_counter.lua", function()
         stop_redis = nil
         assert.matches("^redis: [^\n]*\n 502$", get("/page"))
       end)
-      os.execute("kill " .. pid .. " 2>/dev/null")
       if stop_redis then stop_redis() end
-      os.remove(log)
       assert(ok, err)
     end)
   it("cluster/run.sh serves wordcount from nodes a and b to a client on node c", function()

@@ -17,30 +17,19 @@ local function port()
   return 22000 + rng % 6000
 end
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir) == 0)
-  return dir
-end
+local tmpdir = H.tmpdir
 
 -- Runs the launcher on `script` in the background, waits until its stdout
 -- says "ready", sends SIGTERM and waits for it. Returns the launcher's exit
 -- status, the seconds from the signal to its end, and its stderr.
 local function term(opts, script, args)
-  local out, err = os.tmpname(), os.tmpname()
-  local rc, sh_out = H.sh(([[
-    %s --workers 2 %s %s %s >%s 2>%s & pid=$!
-    i=0; while [ $i -lt 500 ] && ! grep -q ready %s; do sleep 0.02; i=$((i+1)); done
-    t0=$(date +%%s%%N); kill -TERM $pid; wait $pid; rc=$?
-    echo $rc $(( ($(date +%%s%%N) - t0) / 1000000 ))
-  ]]):format(H.launcher, opts, script, args or "", out, err, out))
-  local e = H.slurp(err)
-  os.remove(out)
-  os.remove(err)
-  assert.equal(0, rc)
-  local code, ms = sh_out:match("(%d+) (%d+)")
-  return tonumber(code), tonumber(ms) / 1000, e
+  return require("support.launch").with({ opts = "--workers 2 " .. opts, script = script,
+    args = args }, function(p)
+    p:await("ready", 10, "out")
+    p:signal("TERM")
+    local code = assert(p:wait(60), "the launcher did not end")
+    return code, p:since_signal(), select(2, p:output())
+  end)
 end
 
 -- The HTTP app: every handler tells main it began, sleeps 0.5 s, then

@@ -45,12 +45,7 @@ io.write("ready\n") io.flush()
 tycho.sleep(60)
 ]]
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir) == 0)
-  return dir
-end
+local tmpdir = H.tmpdir
 
 local function read(path)
   local f = io.open(path, "rb")

@@ -101,6 +101,14 @@ local function quote(s)
 end
 H.quote = quote
 
+-- A new empty folder under the temporary one; returns its path.
+function H.tmpdir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. quote(dir)) == 0)
+  return dir
+end
+
 -- Runs a shell command; returns its exit status, stdout and stderr.
 function H.sh(cmd)
   local out, err = os.tmpname(), os.tmpname()
