@@ -53,36 +53,26 @@ describe("examples", function()
   end
 
   it("proxy.lua passes requests to its upstream over keep-alive, 502 when it is gone", function()
-    local root = repo_root()
-    local logs = {}
+    local L = require "support.launch"
     -- The proxy with its demo upstream, in the background; then a second
     -- proxy whose upstream port has nobody listening. Each has its own log
     -- (the second must not find the first one's address).
-    local function start(args)
-      local log = os.tmpname()
-      logs[#logs + 1] = log
-      local p = io.popen(("cd %s && timeout 60 build/bin/tycho --workers 2 examples/proxy.lua"
-        .. " 0 %s >%s 2>&1 & echo $!"):format(q(root), args, q(log)))
-      local pid = tonumber(p:read("*l"))
-      p:close()
-      local url
-      for _ = 1, 400 do
-        url = H.slurp(log):match("listening on (http://127%.0%.0%.1:%d+)")
-        if url then break end
-        os.execute("sleep 0.05")
-      end
-      return pid, url, log
+    local function proxy(args, fn)
+      return L.with({ script = "examples/proxy.lua", args = "0 " .. args, merge = true,
+        timeout = 60 }, function(p)
+        local url = p:await("listening on (http://127%.0%.0%.1:%d+)")
+        assert.is_not_nil(url, (p:output()))
+        return fn(url)
+      end)
     end
-    local pid, url, log = start("")
-    assert.is_not_nil(url, H.slurp(log))
-    local rc, out = H.sh(("curl -s -i %s/hello %s/hello -X POST -d x"):format(url, url))
-    local rc404, out404 = H.sh(("curl -s -i %s/nothing"):format(url))
-    os.execute("kill " .. pid)
-    local pid2, url2, log2 = start("http://127.0.0.1:1")
-    assert.is_not_nil(url2, H.slurp(log2))
-    local rc502, out502 = H.sh(("curl -s -i %s/hello"):format(url2))
-    os.execute("kill " .. pid2)
-    for _, f in ipairs(logs) do os.remove(f) end
+    local rc, out, rc404, out404 = proxy("", function(url)
+      local rc, out = H.sh(("curl -s -i %s/hello %s/hello -X POST -d x"):format(url, url))
+      local rc404, out404 = H.sh(("curl -s -i %s/nothing"):format(url))
+      return rc, out, rc404, out404
+    end)
+    local rc502, out502 = proxy("http://127.0.0.1:1", function(url)
+      return H.sh(("curl -s -i %s/hello"):format(url))
+    end)
     assert.equal(0, rc)
     assert.matches("hello from the upstream %(POST /hello%)", out)
     assert.equal(2, H.count(out, "HTTP/1.1 200 OK"))

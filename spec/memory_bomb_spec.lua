@@ -57,9 +57,7 @@ describe("a spawn bomb under ulimit -v 4 GB", function()
   local H = require "support.helper"
   -- ASan reserves terabytes of address space for its shadow memory: under
   -- an address-space limit a sanitized process cannot start (memory_spec).
-  local it_unsanitized = os.getenv("TYCHO_SANITIZED") and function(name)
-    pending(name .. " (not under a sanitizer: ASan's shadow needs the address space)")
-  end or it
+  local it_unsanitized = H.it_unsanitized(it, pending, "ASan's shadow needs the address space")
 
   it_unsanitized("ends the spawner with \"memory\"; the process, an innocent actor on each "
     .. "worker and the bomb's memory budget hold", function()

@@ -166,9 +166,7 @@ describe("tycho.observe, guarded", function()
   -- A latency bound: not under a sanitizer, which makes 20,000 actors and
   -- their 2.4 MB answers many times slower (the property is checked by
   -- make test).
-  local it_timed = os.getenv("TYCHO_SANITIZED") and function(name)
-    pending(name .. " (a latency bound: not under a sanitizer)")
-  end or it
+  local it_timed = H.it_unsanitized(it, pending, "a latency bound")
   for _, io in ipairs(B.names) do
     B.it(io, it_timed, pending)(("/processes on 20,000 actors leaves an unrelated call's "
       .. "latency low (%s)"):format(io), function()

@@ -22,14 +22,7 @@ local L = {}
 local P = {}
 P.__index = P
 
--- A file's text, or nil when it is not there (yet).
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = H.read
 
 local function now_ns()
   local f = io.popen("date +%s%N")
