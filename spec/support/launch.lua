@@ -39,15 +39,21 @@ function L.start(o)
     H.quote(o.script), o.args or "")
   local p = setmetatable({ tmp = tmp, out = tmp .. "/out", err = o.merge and tmp .. "/out"
     or tmp .. "/err" }, P)
-  -- The wrapper starts the command, writes its pid, waits for it and
-  -- writes its exit status with the time it ended (rc appears whole: mv).
+  -- The wrapper starts the command under timeout(1), writes the command's
+  -- own pid (timeout's child: a signal goes to it alone, not also through
+  -- timeout, which would deliver it twice), waits for it and writes its
+  -- exit status with the time it ended (files appear whole: mv).
   local f = assert(io.open(tmp .. "/run.sh", "w"))
   f:write(("cd %s || exit 1\n"):format(H.quote(o.dir or H.repo_root())),
     ("%s exec timeout %d %s <%s >%s 2>%s &\n"):format(o.env or "",
       o.timeout or 120, cmd, H.quote(o.stdin or "/dev/null"), H.quote(p.out),
       o.merge and "&1" or H.quote(p.err)),
-    ("echo $! >%s/pid.tmp && mv %s/pid.tmp %s/pid\n"):format(tmp, tmp, tmp),
-    "wait $!\n",
+    "t=$! i=0 c=\n",
+    "while [ -z \"$c\" ] && [ $i -lt 500 ]; do\n",
+    "  c=$(cat /proc/$t/task/$t/children 2>/dev/null); i=$((i+1)); [ -n \"$c\" ] || sleep 0.01\n",
+    "done\n",
+    ("echo ${c%%%% *} >%s/pid.tmp && mv %s/pid.tmp %s/pid\n"):format(tmp, tmp, tmp),
+    "wait $t\n",
     ("echo $? $(date +%%s%%N) >%s/rc.tmp && mv %s/rc.tmp %s/rc\n"):format(tmp, tmp, tmp))
   f:close()
   assert(os.execute(("sh %s/run.sh >/dev/null 2>&1 &"):format(H.quote(tmp))) == 0)
@@ -61,11 +67,11 @@ function L.start(o)
 end
 
 -- Waits up to `timeout` seconds (default 20) for `pattern` (a Lua pattern)
--- in stdout (stream "out") or stderr ("err"; default: either). Returns the
--- match (its first capture), or nil when it did not come or the process
--- ended without it.
+-- in stdout (stream "out"), stderr ("err"), either (nil), or a file the
+-- process writes (a path). Returns the match (its first capture), or nil
+-- when it did not come or the process ended without it.
 function P:await(pattern, timeout, stream)
-  local files = stream and { self[stream] } or { self.out, self.err }
+  local files = stream and { self[stream] or stream } or { self.out, self.err }
   for _ = 1, math.ceil((timeout or 20) / 0.02) do
     for _, file in ipairs(files) do
       local m = (read(file) or ""):match(pattern)
