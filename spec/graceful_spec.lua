@@ -4,18 +4,9 @@
 -- (shutdown_timeout). Real processes, real sockets, curl as the client.
 local H = require "support.helper"
 
--- Ports drawn from a generator of this file's own, seeded by the clock:
--- another run of these specs (make test meanwhile) draws others.
-local rng = 0
-local function port()
-  if rng == 0 then
-    local p = io.popen("date +%N")
-    rng = tonumber(p:read("*l")) or os.time()
-    p:close()
-  end
-  rng = (rng * 1103515245 + 12345) % 2147483648
-  return 22000 + rng % 6000
-end
+-- A port of this lane's own (H.free_port: a generator of this file's own
+-- drew from the range the other lanes own, and once collided).
+local port = H.free_port
 
 local tmpdir = H.tmpdir
 
@@ -74,12 +65,12 @@ describe("a graceful stop under the launcher", function()
       wait $pid; echo "rc=$?"
       wait
     ]]):format(H.launcher, app, p, dir, dir, dir, p, p, dir, dir, p, dir, p))
-    local codes = H.slurp(dir .. "/codes") or ""
-    local headers = H.slurp(dir .. "/headers") or ""
-    local err = H.slurp(dir .. "/err") or ""
+    local codes = H.read(dir .. "/codes") or ""
+    local headers = H.read(dir .. "/headers") or ""
+    local err = H.read(dir .. "/err") or ""
     local files = 0
     for i = 1, 101 do
-      if H.slurp(dir .. "/r" .. i) == "done" then files = files + 1 end
+      if H.read(dir .. "/r" .. i) == "done" then files = files + 1 end
     end
     os.execute("rm -rf " .. dir)
     os.remove(app)
@@ -114,7 +105,7 @@ describe("a graceful stop under the launcher", function()
       tycho.sleep(60)
     ]])
     local code, secs, err = term("", app, dir)
-    local done = H.slurp(dir .. "/done")
+    local done = H.read(dir .. "/done")
     os.execute("rm -rf " .. dir)
     os.remove(app)
     assert.equal("EXIT 0 shutdown", done)
@@ -172,7 +163,7 @@ describe("a graceful stop under the launcher", function()
       tycho.sleep(60)
     ]])
     local code, _, err = term("", app, dir)
-    local order = H.slurp(dir .. "/order")
+    local order = H.read(dir .. "/order")
     os.execute("rm -rf " .. dir)
     os.remove(app)
     assert.equal("c\nb\na\n", order)
