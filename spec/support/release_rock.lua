@@ -30,9 +30,19 @@ describe("a release rock (" .. which .. ")", function()
   -- env for a machine that has only the rock: no LUA_PATH/LUA_CPATH, cwd in
   -- a folder that holds nothing of the checkout.
   -- opt: the build's OPT (see the top of this file).
+  -- (luarocks passes its own CFLAGS, "-O2 -fPIC", after OPT: for -O0, a
+  -- config of this spec's own sets them to -O0)
   local function clean(cmd, opt)
+    opt = opt or "-O0"
+    local cfg = ""
+    if opt == "-O0" then
+      cfg = " LUAROCKS_CONFIG=" .. q(tmp .. "/luarocks-O0.lua")
+      local f = assert(io.open(tmp .. "/luarocks-O0.lua", "w"))
+      f:write('variables = { CFLAGS = "-O0 -fPIC" }\n')
+      f:close()
+    end
     return ("cd %s && env -u LUA_PATH -u LUA_CPATH -u LUA_PATH_5_1 -u LUA_CPATH_5_1"
-      .. " MAKEFLAGS=-j2 OPT=%s %s"):format(q(fresh), q(opt or "-O0"), cmd)
+      .. " MAKEFLAGS=-j2 OPT=%s%s %s"):format(q(fresh), q(opt), cfg, cmd)
   end
 
   lazy_setup(function()
