@@ -55,8 +55,10 @@ LUA_WORKLOADS="spawn pingpong ring skew timers memory processes"  # bench/lua/<w
 SERVER_LUA_WORKLOADS="memory_server server_call"
 # Ours only too: the ping-pong rate while 100 actors keep the blocking pool
 # busy, as a share of the unloaded rate (spec/blocking_spec.lua checks only
-# that no round trip stalls: a rate is no test on a shared machine).
-OWN_LUA_WORKLOADS="blocking_load ngx_layer"   # ngx_layer: the tycho.ngx layer per request, no sockets
+# that no round trip stalls: a rate is no test on a shared machine); and
+# what a call costs with 10^5 messages queued (spec/call_backlog_spec.lua
+# checks that no reply is queued behind them).
+OWN_LUA_WORKLOADS="blocking_load call_backlog ngx_layer"   # ngx_layer: the tycho.ngx layer per request, no sockets
 SERVER_WORKLOADS="http https http_client cluster ws pg web shared http_ab ngx_hello ngx_clients"   # https, http_client: bench/net.sh; ws: bench/ws.sh
 # http_ab: bench/http_ab.sh (/ and /json on io_uring and epoll beside
 # OpenResty, interleaved, with CPU per request); ngx_hello: bench/ngx_hello.sh

@@ -28,6 +28,8 @@ PACKAGES=(
   libpcre2-dev
   # make rock (luarocks pack, make-manifest)
   zip unzip
+  # each spec file's CPU seconds (scripts/spec.sh: build/spec-cpu.txt)
+  time
   # the OpenResty drivers' specs talk to real servers (the drivers themselves
   # come from scripts/fetch-debs.sh: never install lua-nginx-* here)
   redis-server memcached

@@ -112,19 +112,24 @@ take() {
 }
 
 lane() {
-  local k=$1 f log t0 t1 c rc name tmp
+  local k=$1 f log t0 t1 c rc name tmp cputime=
   tmp="$work/tmp.$k"
   while f=$(take) && [ -n "$f" ]; do
     name=${f//\//_}
     log="$work/$name.log"
     mkdir -p "$tmp"
+    [ -x /usr/bin/time ] && cputime="/usr/bin/time -f %U_%S -o $log.cpu"
     t0=$(date +%s.%N)
     # (ports 21000-32999, below the kernel's ephemeral ones, 12 ranges)
     local p0=$((20000 + ((k - 1) % 12 + 1) * 1000))
+    # (its CPU seconds, user + sys of the busted and all it waited for, in
+    # $log.cpu when /usr/bin/time is there)
     TMPDIR=$tmp TYCHO_SPEC_LANE=$k TYCHO_SPEC_PORTS="$p0 $((p0 + 999))" \
-      timeout "${SPEC_TIMEOUT:-900}" luajit "$BUSTED" --ignore-lua -o utfTerminal "$f" \
+      $cputime timeout "${SPEC_TIMEOUT:-900}" luajit "$BUSTED" --ignore-lua -o utfTerminal "$f" \
       </dev/null >"$log" 2>&1
     rc=$?
+    local cpu=-
+    [ -s "$log.cpu" ] && cpu=$(awk -F_ 'END { printf "%.1f", $1 + $2 }' "$log.cpu")
     t1=$(date +%s.%N)
     rm -rf "$tmp"
     c=$(counts "$log")
@@ -136,9 +141,9 @@ lane() {
     [ "$rc" -ne 0 ] && [ "$2" -eq 0 ] && set -- "$1" 1
     local secs
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    echo "$1 $2 $secs $rc $f" >>"$work/results"
-    printf '%-4s %-40s %4d passed, %d failed  %6.1f s  (lane %d)\n' \
-      "$([ "$2" -eq 0 ] && echo ok || echo FAIL)" "$f" "$1" "$2" "$secs" "$k"
+    echo "$1 $2 $secs $rc $f $cpu" >>"$work/results"
+    printf '%-4s %-40s %4d passed, %d failed  %6.1f s  %6s s CPU  (lane %d)\n' \
+      "$([ "$2" -eq 0 ] && echo ok || echo FAIL)" "$f" "$1" "$2" "$secs" "$cpu" "$k"
   done
 }
 
@@ -156,7 +161,7 @@ wait "${pids[@]}"
 
 passed=0 failed=0
 touch "$work/results"
-while read -r p f _ _ file; do
+while read -r p f _ _ file _; do
   passed=$((passed + p))
   failed=$((failed + f))
 done <"$work/results"
@@ -175,9 +180,11 @@ fi
   fi
 } | sort -k2 >"$work/times"
 mv "$work/times" build/spec-times.txt
+# and their CPU seconds (user + sys), this run's only, most first
+awk '$6 != "-" && $6 != "" { print $6, $5 }' "$work/results" | sort -g -r >build/spec-cpu.txt
 
 if [ "$failed" -gt 0 ]; then
-  while read -r p f _ _ file; do
+  while read -r p f _ _ file _; do
     [ "$f" -eq 0 ] && continue
     printf '\n==== %s: %d failed; its output ====\n' "$file" "$f"
     cat "$work/${file//\//_}.log"
@@ -186,6 +193,7 @@ if [ "$failed" -gt 0 ]; then
   echo "failed files:"
   awk '$2 > 0 { print "  " $5 " (" $2 " failed)" }' "$work/results"
 fi
-echo "spec.sh: $(($(date +%s) - t_start)) s wall, $jobs lanes"
+echo "spec.sh: $(($(date +%s) - t_start)) s wall, $jobs lanes$(awk '{ s += $1 } END {
+  if (NR) printf ", %.0f s CPU in the specs (build/spec-cpu.txt)", s }' build/spec-cpu.txt)"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

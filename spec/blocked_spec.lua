@@ -9,12 +9,7 @@ local tycho = require "tycho"
 local H = require "support.helper"
 local B = require "support.backends"
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir) == 0)
-  return dir
-end
+local tmpdir = H.tmpdir
 
 -- Runs `setup` (shell lines that start the launcher on `app` with pid $pid
 -- and stderr in $d/err), waits for "ready" in $d/err, sends SIGTERM and

@@ -1,9 +1,11 @@
 -- tycho.tcp.connect with host names: resolved on the blocking pool, never on
 -- a worker (issue: the blocking pool; name resolution for tcp.connect).
 local tycho = require "tycho"
+local B = require "support.backends"
 
 describe("tycho.tcp.connect by name", function()
-  for _, io in ipairs({ "uring", "epoll" }) do
+  for _, io in ipairs(B.names) do
+    local it = B.it(io, it, pending)
     it("connects to a name from /etc/hosts and refuses unknown names (" .. io .. ")", function()
       tycho.config{ workers = 2, io = io }
       local line, err, c2, e2, completed = tycho.run(function()

@@ -3,13 +3,10 @@
 -- cases replay lua-nginx-module's own (t/066-socket-receiveuntil.t) with
 -- the bytes its tests read. Code inside actors checks with assert/error: a
 -- failure there makes tycho.run raise, which fails the case.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
 -- Inside an actor: a listener whose every connection is handed to
 -- handler(conn) in a fork; returns the port. The handler may close.
@@ -37,9 +34,8 @@ local SENDS = [[
   end
 ]]
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("cosockets with " .. io, function()
     teardown(function() tycho.config{ io = "auto" } end)

@@ -1,14 +1,12 @@
 -- sock:sslhandshake: TLS on a cosocket, through tycho's TLS layer
 -- (conn:starttls), against a tycho TLS server whose certificate a CA made
 -- here signs, once per I/O backend.
+local B = require "support.backends"
 local tycho = require "tycho"
 local core = require "tycho.core"
 local H = require "support.helper"
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
 -- A CA and a server certificate for localhost / 127.0.0.1 in a fresh
 -- directory (the openssl command).
@@ -68,10 +66,9 @@ describe("cosocket sslhandshake", function()
     tycho.config{ io = "auto" }
   end)
 
-  for _, io in ipairs{ "uring", "epoll" } do
-    local available = has_tls and (io == "epoll" or core._io_available("uring"))
-    local it = available and it or function(name)
-      pending(name .. (has_tls and " (no io_uring here)" or " (this build has no TLS)"))
+  for _, io in ipairs(B.names) do
+    local it = has_tls and B.it(io, it, pending) or function(name)
+      pending(name .. " (this build has no TLS)")
     end
 
     it("verifies the server against tycho.tls{ca=}, then talks TLS, with " .. io, function()

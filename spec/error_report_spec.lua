@@ -3,8 +3,8 @@
 -- tycho.run, tycho.blocking, HTTP handlers), and one that fails, yields or
 -- returns no string gives a fixed text. Nothing here may end the process,
 -- so the cases that used to are run in a launcher subprocess.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 local H = require "support.helper"
 
 -- Bad error objects, as source text (they must cross into actors and pool
@@ -155,9 +155,8 @@ describe("error reports", function()
     assert.matches("a __gc metamethod failed: [^\n]*attempt to yield", err)
   end)
 
-  for _, io in ipairs{ "uring", "epoll" } do
-    local available = io == "epoll" or core._io_available("uring")
-    local hit = available and it or function(name) pending(name .. " (no io_uring here)") end
+  for _, io in ipairs(B.names) do
+    local hit = B.it(io, it, pending)
     hit("answer 500 from an HTTP handler, whatever the error object (" .. io .. ")", function()
       tycho.config{ io = io, workers = 2 }
       local statuses

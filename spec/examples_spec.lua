@@ -53,36 +53,26 @@ describe("examples", function()
   end
 
   it("proxy.lua passes requests to its upstream over keep-alive, 502 when it is gone", function()
-    local root = repo_root()
-    local logs = {}
+    local L = require "support.launch"
     -- The proxy with its demo upstream, in the background; then a second
     -- proxy whose upstream port has nobody listening. Each has its own log
     -- (the second must not find the first one's address).
-    local function start(args)
-      local log = os.tmpname()
-      logs[#logs + 1] = log
-      local p = io.popen(("cd %s && timeout 60 build/bin/tycho --workers 2 examples/proxy.lua"
-        .. " 0 %s >%s 2>&1 & echo $!"):format(q(root), args, q(log)))
-      local pid = tonumber(p:read("*l"))
-      p:close()
-      local url
-      for _ = 1, 400 do
-        url = H.slurp(log):match("listening on (http://127%.0%.0%.1:%d+)")
-        if url then break end
-        os.execute("sleep 0.05")
-      end
-      return pid, url, log
+    local function proxy(args, fn)
+      return L.with({ script = "examples/proxy.lua", args = "0 " .. args, merge = true,
+        timeout = 60 }, function(p)
+        local url = p:await("listening on (http://127%.0%.0%.1:%d+)")
+        assert.is_not_nil(url, (p:output()))
+        return fn(url)
+      end)
     end
-    local pid, url, log = start("")
-    assert.is_not_nil(url, H.slurp(log))
-    local rc, out = H.sh(("curl -s -i %s/hello %s/hello -X POST -d x"):format(url, url))
-    local rc404, out404 = H.sh(("curl -s -i %s/nothing"):format(url))
-    os.execute("kill " .. pid)
-    local pid2, url2, log2 = start("http://127.0.0.1:1")
-    assert.is_not_nil(url2, H.slurp(log2))
-    local rc502, out502 = H.sh(("curl -s -i %s/hello"):format(url2))
-    os.execute("kill " .. pid2)
-    for _, f in ipairs(logs) do os.remove(f) end
+    local rc, out, rc404, out404 = proxy("", function(url)
+      local rc, out = H.sh(("curl -s -i %s/hello %s/hello -X POST -d x"):format(url, url))
+      local rc404, out404 = H.sh(("curl -s -i %s/nothing"):format(url))
+      return rc, out, rc404, out404
+    end)
+    local rc502, out502 = proxy("http://127.0.0.1:1", function(url)
+      return H.sh(("curl -s -i %s/hello"):format(url))
+    end)
     assert.equal(0, rc)
     assert.matches("hello from the upstream %(POST /hello%)", out)
     assert.equal(2, H.count(out, "HTTP/1.1 200 OK"))
@@ -103,20 +93,11 @@ describe("examples/redis_counter.lua", function()
     function()
       local path = assert(S.drivers())
       local redis, stop_redis = assert(S.redis())
-      local log = os.tmpname()
-      local p = io.popen(("cd %s && LUA_PATH=%s exec build/bin/tycho --workers 2"
-        .. " examples/redis_counter.lua 0 127.0.0.1 %d >%s 2>&1 & echo $!")
-        :format(q(repo_root()), q(path .. ";"), redis.port, q(log)))
-      local pid = tonumber(p:read("*l"))
-      p:close()
-      local ok, err = pcall(function()
-        local port
-        for _ = 1, 200 do
-          port = H.slurp(log):match("listening on 127%.0%.0%.1:(%d+)")
-          if port then break end
-          os.execute("sleep 0.05")
-        end
-        assert(port, "no listening line: " .. H.slurp(log))
+      local ok, err = pcall(require("support.launch").with, { script = "examples/redis_counter.lua",
+        args = ("0 127.0.0.1 %d"):format(redis.port), env = "LUA_PATH=" .. q(path .. ";"),
+        merge = true }, function(p)
+        local port = p:await("listening on 127%.0%.0%.1:(%d+)")
+        assert(port, "no listening line: " .. p:output())
         local function get(target)
           local rc, out = H.sh(("curl -s -w ' %%{http_code}' --max-time 5 http://127.0.0.1:%s%s")
             :format(port, target))
@@ -136,9 +117,7 @@ describe("examples/redis_counter.lua", function()
         stop_redis = nil
         assert.matches("^redis: [^\n]*\n 502$", get("/page"))
       end)
-      os.execute("kill " .. pid .. " 2>/dev/null")
       if stop_redis then stop_redis() end
-      os.remove(log)
       assert(ok, err)
     end)
   it("cluster/run.sh serves wordcount from nodes a and b to a client on node c", function()

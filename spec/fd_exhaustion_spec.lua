@@ -44,31 +44,21 @@ srv:wait()
 -- Starts the server limited to 256 descriptors; returns its port and a
 -- function that stops it (and returns what it logged).
 local function start(io, dir, kind)
-  local script, portfile, log = H.write_tmp(SERVER), os.tmpname(), os.tmpname()
-  local inner = ("ulimit -n 256; exec %s --io %s %s %s %s %s"):format(H.launcher, io,
-    script, dir or "-", portfile, kind or "http")
-  local p = assert(_G.io.popen(("sh -c %s >%s 2>&1 & echo $!"):format(H.quote(inner), log)))
-  local pid = tonumber(p:read("*l"))
-  p:close()
-  local port
-  for _ = 1, 400 do
-    port = tonumber(H.slurp(portfile):match("%d+"))
-    if port then break end
-    os.execute("sleep 0.025")
-  end
+  local script, portfile = H.write_tmp(SERVER), os.tmpname()
+  local p = require("support.launch").start{ cmd = ("sh -c %s"):format(H.quote(
+    ("ulimit -n 256; exec %s --io %s %s %s %s %s"):format(H.launcher, io, script, dir or "-",
+      portfile, kind or "http"))), merge = true, timeout = 300 }
+  local port = tonumber(p:await("%d+", 10, portfile))
   local function stop()
-    os.execute("kill " .. pid .. " 2>/dev/null")
-    for _ = 1, 200 do
-      if os.execute("kill -0 " .. pid .. " 2>/dev/null") ~= 0 then break end
-      os.execute("sleep 0.025")
-    end
-    os.execute("kill -9 " .. pid .. " 2>/dev/null")
-    local text = H.slurp(log)
-    os.remove(script); os.remove(portfile); os.remove(log)
+    p:signal("TERM")
+    p:wait(5)
+    local text = p:output()
+    p:close()
+    os.remove(script); os.remove(portfile)
     return text
   end
-  assert(port, "the server did not start: " .. H.slurp(log))
-  return port, stop, pid
+  assert(port, "the server did not start: " .. p:output())
+  return port, stop, p.pid
 end
 
 -- Floods port with n connections held open (every other one sends a

@@ -4,43 +4,23 @@
 -- (shutdown_timeout). Real processes, real sockets, curl as the client.
 local H = require "support.helper"
 
--- Ports drawn from a generator of this file's own, seeded by the clock:
--- another run of these specs (make test meanwhile) draws others.
-local rng = 0
-local function port()
-  if rng == 0 then
-    local p = io.popen("date +%N")
-    rng = tonumber(p:read("*l")) or os.time()
-    p:close()
-  end
-  rng = (rng * 1103515245 + 12345) % 2147483648
-  return 22000 + rng % 6000
-end
+-- A port of this lane's own (H.free_port: a generator of this file's own
+-- drew from the range the other lanes own, and once collided).
+local port = H.free_port
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir) == 0)
-  return dir
-end
+local tmpdir = H.tmpdir
 
 -- Runs the launcher on `script` in the background, waits until its stdout
 -- says "ready", sends SIGTERM and waits for it. Returns the launcher's exit
 -- status, the seconds from the signal to its end, and its stderr.
 local function term(opts, script, args)
-  local out, err = os.tmpname(), os.tmpname()
-  local rc, sh_out = H.sh(([[
-    %s --workers 2 %s %s %s >%s 2>%s & pid=$!
-    i=0; while [ $i -lt 500 ] && ! grep -q ready %s; do sleep 0.02; i=$((i+1)); done
-    t0=$(date +%%s%%N); kill -TERM $pid; wait $pid; rc=$?
-    echo $rc $(( ($(date +%%s%%N) - t0) / 1000000 ))
-  ]]):format(H.launcher, opts, script, args or "", out, err, out))
-  local e = H.slurp(err)
-  os.remove(out)
-  os.remove(err)
-  assert.equal(0, rc)
-  local code, ms = sh_out:match("(%d+) (%d+)")
-  return tonumber(code), tonumber(ms) / 1000, e
+  return require("support.launch").with({ opts = "--workers 2 " .. opts, script = script,
+    args = args }, function(p)
+    p:await("ready", 10, "out")
+    p:signal("TERM")
+    local code = assert(p:wait(60), "the launcher did not end")
+    return code, p:since_signal(), select(2, p:output())
+  end)
 end
 
 -- The HTTP app: every handler tells main it began, sleeps 0.5 s, then
@@ -85,12 +65,12 @@ describe("a graceful stop under the launcher", function()
       wait $pid; echo "rc=$?"
       wait
     ]]):format(H.launcher, app, p, dir, dir, dir, p, p, dir, dir, p, dir, p))
-    local codes = H.slurp(dir .. "/codes") or ""
-    local headers = H.slurp(dir .. "/headers") or ""
-    local err = H.slurp(dir .. "/err") or ""
+    local codes = H.read(dir .. "/codes") or ""
+    local headers = H.read(dir .. "/headers") or ""
+    local err = H.read(dir .. "/err") or ""
     local files = 0
     for i = 1, 101 do
-      if H.slurp(dir .. "/r" .. i) == "done" then files = files + 1 end
+      if H.read(dir .. "/r" .. i) == "done" then files = files + 1 end
     end
     os.execute("rm -rf " .. dir)
     os.remove(app)
@@ -125,7 +105,7 @@ describe("a graceful stop under the launcher", function()
       tycho.sleep(60)
     ]])
     local code, secs, err = term("", app, dir)
-    local done = H.slurp(dir .. "/done")
+    local done = H.read(dir .. "/done")
     os.execute("rm -rf " .. dir)
     os.remove(app)
     assert.equal("EXIT 0 shutdown", done)
@@ -183,7 +163,7 @@ describe("a graceful stop under the launcher", function()
       tycho.sleep(60)
     ]])
     local code, _, err = term("", app, dir)
-    local order = H.slurp(dir .. "/order")
+    local order = H.read(dir .. "/order")
     os.execute("rm -rf " .. dir)
     os.remove(app)
     assert.equal("c\nb\na\n", order)

@@ -3,15 +3,12 @@
 -- controls every byte and its timing) and nginx (spec/support/nginx.lua),
 -- over http and https; keep-alive reuse, chunked and EOF-ended bodies,
 -- timeouts, a slow upstream, limits, redirects.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 local T = require "support.tls"
 local N = require "support.nginx"
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
 -- Made when the file loads (busted decides then which cases are pending):
 -- the certificates, and nginx with a plain and a TLS port.
@@ -26,9 +23,8 @@ teardown(function()
   tycho.config{ io = "auto" }
 end)
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("http client with " .. io, function()
     it("talks to tycho's server: methods, bodies, headers, HEAD, 3xx", function()

@@ -3,13 +3,11 @@
 -- spec/http_spec.lua), and against the parser alone (tycho.core._http).
 -- llhttp is compiled in strict mode (the Makefile); the server adds its own
 -- checks (core/net/lhttp_impl.h says which).
+local B = require "support.backends"
 local tycho = require "tycho"
 local core = require "tycho.core"
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
 -- Each raw request on a fresh connection: "<status> <Connection header>
 -- <how the connection ended>" (the handler answers "ok").
@@ -26,9 +24,8 @@ local REFUSE = [[
   return out
 ]]
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   local function serve(main, ...)
     return run(io, main, ...)

@@ -3,6 +3,7 @@
 -- shorter waits under pressure, max_connections_per_ip; and a slowloris
 -- attack of 2000 connections while normal clients are served. Real
 -- sockets, both I/O backends (like spec/http_spec.lua).
+local B = require "support.backends"
 local tycho = require "tycho"
 local core = require "tycho.core"
 
@@ -14,9 +15,8 @@ local function has_ipv6()
   return any
 end
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   local function serve(workers, main, ...)
     tycho.config{ io = io, workers = workers }

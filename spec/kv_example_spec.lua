@@ -64,35 +64,18 @@ describe("examples/kv", function()
   end)
 
   it("runs as a program: main.lua listens, persists, logs its stats", function()
-    local root = H.repo_root()
-    local log = os.tmpname()
-    local p = io.popen(("cd %s && exec timeout 60 build/bin/tycho --workers 2"
-      .. " examples/kv/main.lua 0 %s 0.05 >%s 2>&1 & echo $!")
-      :format(H.quote(root), H.quote(file), H.quote(log)))
-    local pid = tonumber(p:read("*l"))
-    p:close()
-    local ok, err = pcall(function()
-      local url
-      for _ = 1, 200 do
-        url = H.slurp(log):match("listening on (http://127%.0%.0%.1:%d+)")
-        if url then break end
-        os.execute("sleep 0.05")
-      end
-      assert(url, H.slurp(log))
+    require("support.launch").with({ script = "examples/kv/main.lua",
+      args = ("0 %s 0.05"):format(H.quote(file)), merge = true, timeout = 60 }, function(p)
+      local url = p:await("listening on (http://127%.0%.0%.1:%d+)")
+      assert(url, (p:output()))
       local rc, out = H.sh(("curl -s -X PUT -d '[1,2,3]' %s/kv/k && curl -s %s/kv/k")
         :format(url, url))
       assert.equal(0, rc, out)
       assert.matches('"value":%[1,2,3%]', out)
       assert.matches("%[1,2,3%]", H.slurp(file))
-      for _ = 1, 100 do
-        if H.slurp(log):find("kv stats gets=1 keys=1 puts=1", 1, true) then break end
-        os.execute("sleep 0.05")
-      end
-      assert.matches("INFO w%d+ %d+ kv stats gets=1 keys=1 puts=1", H.slurp(log))
+      assert.matches("INFO w%d+ %d+ kv stats gets=1 keys=1 puts=1",
+        p:await("[^\n]*kv stats gets=1 keys=1 puts=1", 5) or (p:output()))
     end)
-    os.execute("kill " .. pid .. " 2>/dev/null")
-    os.remove(log)
-    assert(ok, err)
   end)
 
   it("keeps its keys in PostgreSQL with the pg option; the store, killed, reconnects", function()

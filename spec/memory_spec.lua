@@ -193,9 +193,7 @@ describe("memory budgets", function()
 
   -- ASan reserves terabytes of address space for its shadow memory: under a
   -- limit of 700 MB a sanitized process cannot even start.
-  local it_unsanitized = os.getenv("TYCHO_SANITIZED") and function(name)
-    pending(name .. " (not under a sanitizer: ASan's shadow needs the address space)")
-  end or it
+  local it_unsanitized = H.it_unsanitized(it, pending, "ASan's shadow needs the address space")
   it_unsanitized("keep the process alive when the system itself runs out (a 700 MB address space "
     .. "and a budget above it)", function()
     -- The bomb's allocations then fail in LuaJIT's own allocator, and its

@@ -166,24 +166,14 @@ describe("tycho.observe, guarded", function()
   -- A latency bound: not under a sanitizer, which makes 20,000 actors and
   -- their 2.4 MB answers many times slower (the property is checked by
   -- make test).
-  local it_timed = os.getenv("TYCHO_SANITIZED") and function(name)
-    pending(name .. " (a latency bound: not under a sanitizer)")
-  end or it
+  local it_timed = H.it_unsanitized(it, pending, "a latency bound")
   for _, io in ipairs(B.names) do
     B.it(io, it_timed, pending)(("/processes on 20,000 actors leaves an unrelated call's "
       .. "latency low (%s)"):format(io), function()
       local script, portfile = H.write_tmp(NODE), os.tmpname()
-      local out = os.tmpname()
-      local p = assert(_G.io.popen(("%s --io %s %s %s >%s 2>&1 & echo $!")
-        :format(H.launcher, io, script, portfile, out)))
-      local pid = tonumber(p:read("*l"))
-      p:close()
-      local port
-      for _ = 1, 1200 do
-        port = tonumber(H.slurp(portfile):match("%d+"))
-        if port then break end
-        os.execute("sleep 0.025")
-      end
+      local node = require("support.launch").start{ opts = "--io " .. io, script = script,
+        args = portfile, merge = true, timeout = 300 }
+      local port = tonumber(node:await("%d+", 30, portfile))
       local ok, got = pcall(B.run, io, function(pt)
         local tycho = require "tycho"
         local me = tycho.self()
@@ -208,14 +198,10 @@ describe("tycho.observe, guarded", function()
       end, port)
       local f = assert(_G.io.open(portfile .. ".stop", "w"))
       f:close()
-      local text
-      for _ = 1, 1200 do
-        text = H.slurp(out)
-        if text:find("worst", 1, true) then break end
-        os.execute("sleep 0.025")
-      end
-      os.execute("kill " .. pid .. " 2>/dev/null")
-      os.remove(script); os.remove(portfile); os.remove(portfile .. ".stop"); os.remove(out)
+      node:await("worst", 30)
+      local text = node:output()
+      node:close()
+      os.remove(script); os.remove(portfile); os.remove(portfile .. ".stop")
       assert(ok, got)
       local worst = tonumber(text:match("worst (%S+)"))
       assert(worst, text)

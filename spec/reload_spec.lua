@@ -104,9 +104,8 @@ local tycho = require "tycho"
 require "hup_other"
 tycho.http.serve{ port = %d, handler = "hup_api" }
 ]]):format(dir, port))
-    local log = dir .. "/log.txt"
-    local _, out = H.sh(("%s %s >%s 2>&1 & echo $!"):format(H.launcher, dir .. "/app.lua", log))
-    local pid = tonumber(out)
+    local p = require("support.launch").start{ opts = "", script = dir .. "/app.lua",
+      merge = true }
     local url = ("http://127.0.0.1:%d/"):format(port)
     local function body()
       local _, b = H.sh("curl -s --max-time 2 " .. url)
@@ -116,15 +115,17 @@ tycho.http.serve{ port = %d, handler = "hup_api" }
     local before = body()
     H.sh("sleep 1.1") -- mtimes have a resolution; be past the start
     write(dir .. "/hup_api.lua", 'return function() return { body = "two" } end\n')
-    H.sh("kill -HUP " .. pid)
+    p:signal("HUP")
     local after
     for _ = 1, 50 do
       after = body()
       if after == "two" then break end
       H.sh("sleep 0.1")
     end
-    H.sh("kill " .. pid .. "; sleep 0.3; kill -9 " .. pid .. " 2>/dev/null")
-    local text = H.slurp(log)
+    p:signal("TERM")
+    p:wait(2)
+    local text = p:output()
+    p:close()
     os.execute("rm -rf " .. H.quote(dir))
     assert.equal("one", before, text)
     assert.equal("two", after, text)

@@ -44,9 +44,7 @@ os.exit(0)
 describe("a reply that cannot be allocated", function()
   -- ASan reserves terabytes of address space for its shadow memory: under
   -- ulimit -v a sanitized launcher cannot even start (as in memory_spec).
-  local it = os.getenv("TYCHO_SANITIZED") and function(name)
-    pending(name .. " (not under a sanitizer: ASan's shadow needs the address space)")
-  end or it
+  local it = H.it_unsanitized(it, pending, "ASan's shadow needs the address space")
   it("reaches its caller as nil, \"nomem\", never as a timeout (ulimit -v sweep)", function()
     local path = H.write_tmp(SCRIPT, ".lua")
     local seen, bad = {}, {}

@@ -3,16 +3,13 @@
 -- by scripts/fetch-debs.sh (they depend on nginx-extras, which must never
 -- be installed), against a real redis-server and memcached started here,
 -- with 200 actors at once on 2 workers, once per I/O backend.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 local S = require "support.servers"
 
 local ACTORS = 200
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
 describe("OpenResty drivers", function()
   local redis, stop_redis, mc, stop_mc, saved_path
@@ -37,9 +34,8 @@ describe("OpenResty drivers", function()
     tycho.config{ io = "auto" }
   end)
 
-  for _, io in ipairs{ "uring", "epoll" } do
-    local available = io == "epoll" or core._io_available("uring")
-    local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+  for _, io in ipairs(B.names) do
+    local it = B.it(io, it, pending)
 
     it("lua-resty-redis runs unmodified, " .. ACTORS .. " actors at once, with " .. io,
       function()

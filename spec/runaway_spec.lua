@@ -4,6 +4,7 @@
 -- by the JIT that neither allocates nor calls tycho) is declared stuck
 -- within two slices. Stuck workers are tested in launcher subprocesses: their
 -- thread keeps spinning until its process exits.
+local B = require "support.backends"
 local tycho = require "tycho"
 local H = require "support.helper"
 
@@ -293,7 +294,8 @@ local function http_during(io_kind, path)
   return tonumber(ok), tonumber(code)
 end
 
-for _, io_kind in ipairs{"uring", "epoll"} do
+for _, io_kind in ipairs(B.names) do
+  local it = B.it(io_kind, it, pending)
   describe("HTTP over " .. io_kind, function()
     for _, path in ipairs{"/loop", "/spin"} do
       it("answers >= 99% of requests while a handler loops: " .. path, function()

@@ -72,20 +72,10 @@ end
 
 describe("examples/shortener as a program", function()
   it("listens and shortens", function()
-    local root = H.repo_root()
-    local log = os.tmpname()
-    local p = io.popen(("cd %s && exec timeout 60 build/bin/tycho --workers 2"
-      .. " examples/shortener/main.lua 0 >%s 2>&1 & echo $!"):format(H.quote(root), H.quote(log)))
-    local pid = tonumber(p:read("*l"))
-    p:close()
-    local ok, err = pcall(function()
-      local url
-      for _ = 1, 200 do
-        url = H.slurp(log):match("listening on (http://127%.0%.0%.1:%d+)")
-        if url then break end
-        os.execute("sleep 0.05")
-      end
-      assert(url, H.slurp(log))
+    require("support.launch").with({ script = "examples/shortener/main.lua", args = "0",
+      merge = true, timeout = 60 }, function(p)
+      local url = p:await("listening on (http://127%.0%.0%.1:%d+)")
+      assert(url, (p:output()))
       local rc, out = H.sh(("curl -s -d '{\"url\":\"https://e.example\"}' %s/links"):format(url))
       assert.equal(0, rc, out)
       local code = assert(out:match('"code":"(%w+)"'), out)
@@ -94,8 +84,5 @@ describe("examples/shortener as a program", function()
       assert.equal(0, rc, out)
       assert.equal("302 https://e.example/", out)
     end)
-    os.execute("kill " .. pid .. " 2>/dev/null")
-    os.remove(log)
-    assert(ok, err)
   end)
 end)

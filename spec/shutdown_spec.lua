@@ -2,8 +2,8 @@
 -- script returns: here, an actor still inside tycho.tcp.connect (the stop
 -- used to free the half-made connection with its descriptor open and abort
 -- on an assertion in some runs). Each backend, 30 runs.
+local B = require "support.backends"
 local H = require "support.helper"
-local core = require "tycho.core"
 
 local SCRIPT = [[
 local tycho = require "tycho"
@@ -16,9 +16,8 @@ tycho.spawn(function(p)
 end, port)
 ]]
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("shutdown with " .. io, function()
     it("is clean while an actor is inside tcp.connect (30 runs)", function()

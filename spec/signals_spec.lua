@@ -45,20 +45,9 @@ io.write("ready\n") io.flush()
 tycho.sleep(60)
 ]]
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir) == 0)
-  return dir
-end
+local tmpdir = H.tmpdir
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = H.read
 
 -- Runs `launch` (a command line with %s for the launcher, the app and its
 -- directory) in the background, waits for "ready", runs `signal` (the pid

@@ -2,8 +2,8 @@
 -- the worker parks until the tick with ns precision on both I/O backends).
 -- Never early is strict. The lateness bounds are loose for a loaded 2-core CI
 -- machine: they look at medians, and retry, never at the worst sleep.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 
 -- Sleeps of 50 ms plus a fraction of a ms (so that rounding up to whole ms
 -- would show), one after another in one actor; returns the lateness of each.
@@ -25,9 +25,8 @@ local function median(t)
   return s[math.floor((#s + 1) / 2)]
 end
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("sleep precision with " .. io, function()
     before_each(function() tycho.config{ workers = 2, io = io } end)

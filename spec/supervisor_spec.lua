@@ -469,10 +469,11 @@ describe("tycho.supervisor", function()
       end
       assert.same({ "exit-signal:c", "DOWN:c", "exit-signal:b", "DOWN:b", "exit-signal:a",
         "DOWN:a", "DOWN:sup" }, order)
-      assert.is_true(times[1] >= 0.1 and times[1] < 0.35, "c killed at " .. times[1])
+      -- (the upper bounds: 10x the 0.1 s each child is given)
+      assert.is_true(times[1] >= 0.1 and times[1] < 1, "c killed at " .. times[1])
       assert.is_true(times[2] - times[1] >= 0.1, "b not given its 0.1 s")
       assert.is_true(times[3] - times[2] >= 0.1, "a not given its 0.1 s")
-      assert.is_true(times[3] < 0.9, "a killed late: " .. times[3])
+      assert.is_true(times[3] < 3, "a killed late: " .. times[3])
     end)
 
     it("a trapping child that ends in time is not killed; a non-trapping one ends at once",

@@ -20,7 +20,9 @@ describe("time", function()
       return tycho.now() - t0
     end)
     assert.is_true(elapsed >= 0.1, "woke early: " .. elapsed)
-    assert.is_true(elapsed < 0.5, "woke late: " .. elapsed)
+    -- "not much more": 10x, which a loaded machine does not reach and a
+    -- sleep that lost its timer (woken by nothing) does
+    assert.is_true(elapsed < 1, "woke late: " .. elapsed)
   end)
 
   it("sleep(0) returns promptly", function()
@@ -43,7 +45,8 @@ describe("time", function()
       return tycho.now() - t0
     end)
     assert.is_true(elapsed >= 0.1)
-    assert.is_true(elapsed < 0.6, "sleepers ran one after another: " .. elapsed)
+    -- one after another: 10 s; together: 0.1 s (the bound: 20x that)
+    assert.is_true(elapsed < 2, "sleepers ran one after another: " .. elapsed)
   end)
 
   it("1000 sleepers on 2 workers all wake", function()
@@ -96,7 +99,7 @@ describe("tycho.recv timeouts", function()
     end)
     assert.is_nil(r)
     assert.equal("timeout", err)
-    assert.is_true(elapsed >= 0.1 and elapsed < 0.5, "elapsed " .. elapsed)
+    assert.is_true(elapsed >= 0.1 and elapsed < 1, "elapsed " .. elapsed)
   end)
 
   it("recv(0) polls: a queued message, else an immediate timeout", function()

@@ -18,7 +18,7 @@ describe("timers", function()
     assert.same({ "later", 1, 2, true }, { r[3], r[4], r[5], r[6] })
     assert.is_nil(r[7])
     assert.is_true(r[8] >= 0.08, "early: " .. r[8])
-    assert.is_true(r[8] < 0.5, "late: " .. r[8])
+    assert.is_true(r[8] < 0.8, "late: " .. r[8]) -- (a 0.08 s timer: 10x)
   end)
 
   it("send_after(0) delivers at the next turn of the wheel", function()

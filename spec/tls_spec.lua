@@ -3,15 +3,12 @@
 -- spec makes (openssl command); verification failures; the server seen by
 -- curl; handshake timeouts; starttls; a TLS connection moving to another
 -- actor. Code inside actors checks with plain assert/error.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 local H = require "support.helper"
 local T = require "support.tls"
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
 local DIR -- the certificates (T.certs)
 
@@ -21,9 +18,8 @@ teardown(function()
   tycho.config{ io = "auto" }
 end)
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("tls with " .. io, function()
     describe("client against openssl s_server", function()

@@ -22,20 +22,19 @@ end
 tycho.sleep(100)
 ]]
 
--- Starts the node in the background; returns its pid and port.
+-- Starts the node in the background (support.launch); returns it and its
+-- port, and the path of its output.
 local function start_node()
   local port = C.free_port()
   local app = H.write_tmp(BUSY)
-  local log = os.tmpname()
-  local _, out = H.sh(("%s --workers 2 --observe 127.0.0.1:%d %s >%s 2>&1 & echo $!")
-    :format(H.launcher, port, app, log))
-  local pid = tonumber(out)
+  local p = require("support.launch").start{ opts = "--workers 2 --observe 127.0.0.1:" .. port,
+    script = app, merge = true }
   for _ = 1, 50 do
     local rc = H.sh(("curl -sf -o /dev/null http://127.0.0.1:%d/metrics"):format(port))
     if rc == 0 then break end
     H.sh("sleep 0.1")
   end
-  return pid, port, log
+  return p, port, p.out
 end
 
 local function has_script()
@@ -48,7 +47,11 @@ describe("tycho --observe and tycho top", function()
     if has_script() then node, port, log = start_node() end
   end)
   after_each(function()
-    if node then H.sh("kill " .. node .. "; sleep 0.2; kill -9 " .. node .. " 2>/dev/null") end
+    if node then
+      node:signal("TERM")
+      node:wait(2)
+      node:close()
+    end
     node = nil
   end)
 

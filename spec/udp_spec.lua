@@ -2,17 +2,13 @@
 -- backend (io_uring cases are pending where the kernel does not offer it).
 -- Code inside actors checks with plain assert/error: a failure there makes
 -- tycho.run raise, which fails the case.
+local B = require "support.backends"
 local tycho = require "tycho"
-local core = require "tycho.core"
 
-local function run(io, main, ...)
-  tycho.config{ io = io, workers = 2 }
-  return tycho.run(main, ...)
-end
+local run = B.run
 
-for _, io in ipairs{ "uring", "epoll" } do
-  local available = io == "epoll" or core._io_available("uring")
-  local it = available and it or function(name) pending(name .. " (no io_uring here)") end
+for _, io in ipairs(B.names) do
+  local it = B.it(io, it, pending)
 
   describe("udp with " .. io, function()
     teardown(function() tycho.config{ io = "auto" } end)

@@ -132,6 +132,7 @@ static void free_rare(lt_rare *r) {
 void lt_actor_free(lt_actor *la) {
   if (la->inflight) ty_msg_free(la->inflight);
   lt_mem_add(-ACTOR_BYTES);
+  lt_mem_charge_end(&la->charge);
   drop_spawn(la);
   free(la->owed);
   free_rare(la->rare);

@@ -125,6 +125,9 @@ lt_actor *lt_spawn_request_fn(lua_State *L, lt_fn *fn, int kind, int first,
   la->fn_kind = (uint8_t)kind;
   la->fn = fn;
   lt_actor_set_spawn(la, args, len);
+  /* An actor spawns it: it counts in what that actor holds (lmem.h). */
+  lt_worker *lw = lt_worker_get();
+  if (lw && lw->heap.cur) lt_mem_brood_join(lw->heap.cur, &la->charge);
   return la;
 }
 
@@ -154,10 +157,16 @@ lt_actor *lt_spawn_request(lua_State *L, int fidx, int first,
 
 /* ---- spawn, self, send -------------------------------------------------- */
 
-/* Over max_memory, no new actor: nil, "nomem" (lmem.h). */
+/* Over max_memory, no new actor: nil, "nomem"; a spawner that holds an
+ * eighth of the budget with its live actors (a spawn bomb) ends with
+ * "memory" instead (lmem.h). */
 static int l_spawn(lua_State *L) {
   lt_cur c = lt_current(L, "spawn");
-  if (lt_mem_over()) return lt_push_fail(L, "nomem");
+  if (lt_mem_over()) {
+    if (lt_mem_spawn_blames(lt_charge_of(c.la)))
+      return luaL_error(L, "not enough memory"); /* doomed: "memory" */
+    return lt_push_fail(L, "nomem");
+  }
   lt_actor *la = lt_spawn_request(L, 1, 2, "spawn");
   if (!la) return lt_push_fail(L, "nomem");
   ty_pid pid;

@@ -93,12 +93,30 @@ static inline lt_ctx *lt_ctx_get(void) { return &lt__ctx; }
 
 /* What an allocation is charged to: an actor (lt_actor.charge) or a
  * blocking job. */
+/* The actors an actor spawned, while they live (a spawn bomb's actors each
+ * hold little, so only what they hold together blames their spawner):
+ * LT_SPAWN_COST each, counted from the spawn to the child's end, on any
+ * thread. Shared by the spawner and each live child; the last one frees
+ * it. Once the spawner is doomed, so is each of them that grows while the
+ * process is over budget (the ones it spawned last start after it ended,
+ * and would take the budget's headroom from innocent actors). */
+typedef struct lt_brood {
+  _Atomic int64_t bytes;
+  _Atomic uint32_t refs;
+  _Atomic bool doomed;
+} lt_brood;
+/* What one idle actor costs, about (bench/RESULTS.md: 941 B). */
+#define LT_SPAWN_COST ((int64_t)1024)
+
 typedef struct lt_charge {
-  int64_t mem;    /* net bytes allocated while it ran (an estimate) */
-  int64_t recent; /* the same since the state's last collection cycle */
-  size_t burst;   /* bytes allocated in the current run */
-  uint32_t epoch; /* the cycle `recent` counts in */
-  bool doomed;    /* refused once: every later growth is refused too */
+  int64_t mem;        /* net bytes allocated while it ran (an estimate) */
+  int64_t recent;     /* the same since the state's last collection cycle */
+  size_t burst;       /* bytes allocated in the current run */
+  uint32_t epoch;     /* the cycle `recent` counts in */
+  bool doomed;        /* refused once: every later growth is refused too */
+  bool spawn_refused; /* its last spawn was refused (nomem) */
+  lt_brood *brood;    /* the actors it spawned (NULL: none yet) */
+  lt_brood *brood_of; /* its spawner's brood, which it counts in */
 } lt_charge;
 
 typedef struct lt_heap {

@@ -291,8 +291,10 @@ void lt_destroy(ty_actor *a, ty_worker *w, void *ud) {
     lt_worker *lw = ty_worker_data(w);
     luaL_unref(lw->L, LUA_REGISTRYINDEX, la->fn_ref);
   }
-  /* An actor ended for its memory: give that memory back now. */
-  if (w && la->charge.doomed) {
+  /* An actor ended for its memory: give that memory back now, when it held
+   * much of it (a spawn bomb's actors end by the thousand, each holding a
+   * little: a full collection each would hold their worker for minutes). */
+  if (w && la->charge.doomed && lt_mem_held_much(&la->charge)) {
     lt_worker *lw = ty_worker_data(w);
     lt_mem_collect(lw->L);
     lt_heap_publish(w, &lw->heap);

@@ -10,6 +10,7 @@
  * thread's view of "over budget", which is what the allocator looks at.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -91,6 +92,78 @@ int64_t lt_mem_total(void) {
 
 bool lt_mem_over(void) { return t_over; }
 
+/* ---- broods ------------------------------------------------------------ */
+
+void lt_mem_brood_join(lt_charge *spawner, lt_charge *child) {
+  if (!spawner->brood) {
+    lt_brood *b = malloc(sizeof *b);
+    if (!b) return;
+    atomic_init(&b->bytes, 0);
+    atomic_init(&b->refs, 1); /* the spawner's */
+    atomic_init(&b->doomed, false);
+    spawner->brood = b;
+  }
+  spawner->spawn_refused = false;
+  /* relaxed: a new reference from one that holds one (the spawner's). */
+  atomic_fetch_add_explicit(&spawner->brood->refs, 1, memory_order_relaxed);
+  /* relaxed: a count; nothing is published through it. */
+  atomic_fetch_add_explicit(&spawner->brood->bytes, LT_SPAWN_COST,
+                            memory_order_relaxed);
+  child->brood_of = spawner->brood;
+}
+
+/* acq_rel: whoever drops the last reference frees the brood after every
+ * other holder's last use of it. */
+static void brood_release(lt_brood *b) {
+  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+    free(b);
+}
+
+void lt_mem_charge_end(lt_charge *c) {
+  if (c->brood_of) {
+    /* relaxed: a count, as in lt_mem_brood_join. */
+    atomic_fetch_sub_explicit(&c->brood_of->bytes, LT_SPAWN_COST,
+                              memory_order_relaxed);
+    brood_release(c->brood_of);
+    c->brood_of = NULL;
+  }
+  if (c->brood) brood_release(c->brood);
+  c->brood = NULL;
+}
+
+/* c is refused from now on; so are its brood's actors under pressure. */
+static void doom(lt_charge *c) {
+  c->doomed = true;
+  /* relaxed: a flag each child looks at when it grows over budget; being
+   * seen late only lets a child grow a little more. */
+  if (c->brood)
+    atomic_store_explicit(&c->brood->doomed, true, memory_order_relaxed);
+}
+
+/* Is c in the brood of a spawner that was doomed? */
+static bool brood_doomed(const lt_charge *c) {
+  /* relaxed: as in doom. */
+  return c->brood_of &&
+         atomic_load_explicit(&c->brood_of->doomed, memory_order_relaxed);
+}
+
+/* What c holds: what it allocated minus what it freed, and its brood. */
+static int64_t held(const lt_charge *c) {
+  /* relaxed: a count (lt_mem_brood_join). */
+  return c->mem + (c->brood ? atomic_load_explicit(&c->brood->bytes,
+                                                   memory_order_relaxed)
+                            : 0);
+}
+
+bool lt_mem_held_much(const lt_charge *c) { return held(c) >= g_victim; }
+
+bool lt_mem_spawn_blames(lt_charge *c) {
+  if (!t_over) return false;
+  if (c->spawn_refused && held(c) >= g_hold) doom(c);
+  c->spawn_refused = true;
+  return c->doomed;
+}
+
 /* Is c to blame for the process being over budget? When it allocated a
  * large share of it (1/32) in this run, or since the last collection cycle
  * of its worker's state: a bomb does, an innocent actor that allocates a
@@ -101,12 +174,13 @@ bool lt_mem_over(void) { return t_over; }
  * tables that yields often allocates little per run and per cycle, but
  * keeps all of it, and must end before its heap is so large that one
  * collector step (which no hook interrupts) outlasts two slices and its
- * worker is declared stuck, innocent actors with it. */
+ * worker is declared stuck, innocent actors with it. (A spawn bomb is
+ * blamed at its spawns: lt_mem_spawn_blames.) */
 static bool to_blame(const lt_heap *h, const lt_charge *c, size_t d) {
   int64_t recent = c->epoch == h->epoch ? c->recent : 0;
   return recent + (int64_t)d >= g_victim ||
          (int64_t)(c->burst + d) >= g_victim || c->mem >= g_hold ||
-         t_seen > g_hard;
+         brood_doomed(c) || t_seen > g_hard;
 }
 
 /* Should growth by d, charged to c, fail? An actor over actor_memory does;
@@ -120,7 +194,7 @@ static bool refuse(const lt_heap *h, lt_charge *c, size_t d) {
   refresh();
   if (!t_over || !to_blame(h, c, d)) return false;
 doom:
-  c->doomed = true;
+  doom(c);
   return true;
 }
 
@@ -245,7 +319,7 @@ void lt_mem_relieve(lua_State *L, lt_heap *h, lt_charge *c) {
   lt_mem_pressure = t_over || pressed;
   look_for_cycle(L, h);
   if (t_over && c && c->mem >= g_hold) {
-    c->doomed = true; /* it ends now; its worker then collects */
+    doom(c); /* it ends now; its worker then collects */
     return;
   }
   if (!t_over || h->used < h->last_gc_used + (size_t)(g_max / 16)) return;

@@ -87,6 +87,22 @@ typedef struct lt_paused {
 lt_paused lt_mem_pause(void);
 void lt_mem_resume(lt_paused p);
 
+/* A spawn by the actor charged to spawner: child counts in its brood from
+ * now on (not when the brood cannot be allocated). lt_mem_charge_end when
+ * the child's actor is freed, and the spawner's. */
+void lt_mem_brood_join(lt_charge *spawner, lt_charge *child);
+void lt_mem_charge_end(lt_charge *c);
+/* A spawn while over max_memory: refused (nil, "nomem"). True when the
+ * spawner is doomed instead and ends with "memory": it spawns again after a
+ * refusal, while it holds an eighth of the budget with its live actors (a
+ * bomb that ignores "nomem" would spin on spawn for ever while its actors
+ * hold the budget; one that stops at "nomem" is not to blame). */
+bool lt_mem_spawn_blames(lt_charge *c);
+
+/* Does c hold a large share of the budget (1/32: worth a full collection
+ * when it ends)? */
+bool lt_mem_held_much(const lt_charge *c);
+
 /* Bytes outside the Lua heaps that the budget counts (actor records, spawn
  * arguments): + when allocated, - when freed, on any thread. */
 void lt_mem_add(int64_t bytes);

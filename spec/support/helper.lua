@@ -22,6 +22,23 @@ local function slurp(path)
 end
 H.slurp = slurp
 
+-- A file's text, or nil when it is not there (yet).
+function H.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+-- The `it` for a case that cannot run under a sanitizer (TYCHO_SANITIZED:
+-- make asan-spec), which marks it pending with `why` there; the spec
+-- passes busted's it and pending (they live in its environment).
+function H.it_unsanitized(it, pending, why)
+  if not os.getenv("TYCHO_SANITIZED") then return it end
+  return function(name) pending(name .. " (not under a sanitizer: " .. why .. ")") end
+end
+
 -- A TCP port of 127.0.0.1 that nobody listens on now. Under scripts/spec.sh's
 -- lanes (TYCHO_SPEC_PORTS="first last") one of the lane's own range, which
 -- lies below the kernel's ephemeral ports: no other lane, and no outgoing
@@ -101,6 +118,14 @@ local function quote(s)
 end
 H.quote = quote
 
+-- A new empty folder under the temporary one; returns its path.
+function H.tmpdir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. quote(dir)) == 0)
+  return dir
+end
+
 -- Runs a shell command; returns its exit status, stdout and stderr.
 function H.sh(cmd)
   local out, err = os.tmpname(), os.tmpname()
@@ -111,6 +136,16 @@ function H.sh(cmd)
   os.remove(out)
   os.remove(err)
   return rc, o, e
+end
+
+-- Runs a shell command; returns its exit status and its output (stdout and
+-- stderr together, as they came).
+function H.sh_merged(cmd)
+  local p = io.popen("{ " .. cmd .. "\n} 2>&1; echo \"__rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("__rc=(%d+)%s*$"))
+  return rc, (out:gsub("__rc=%d+%s*$", ""))
 end
 
 -- Inside an actor on a 2-worker runtime: the worker it runs on, and the

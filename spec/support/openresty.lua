@@ -8,13 +8,7 @@ local H = require "support.helper"
 
 local O = {}
 
-local function read(path) -- nil when missing
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = H.read
 
 local PKGS = "nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 "
   .. "lua-resty-core lua-resty-lrucache"
