@@ -3,7 +3,7 @@
 # asan-spec` runs once build-asan-spec/ holds core.so and the launcher built
 # with ASan, UBSan and LeakSanitizer):
 #
-#   scripts/asan-spec.sh                        every spec but install_spec
+#   scripts/asan-spec.sh                        every spec but the install specs
 #   scripts/asan-spec.sh spec/http_spec.lua     some files
 #
 # LuaJIT is not instrumented: every `luajit` the specs start (busted itself,
@@ -14,9 +14,10 @@
 # say "build/": they run from build-asan-spec/root, whose files are the
 # checkout's (links) and whose build is build-asan-spec. Each sanitizer
 # report goes to a file (log_path), so none is lost in a child's captured
-# stderr; any report fails the run, whatever the specs said. install_spec is left out: it builds and installs an
-# ordinary copy, which runs nothing of ours. Suppressions (scripts/lsan.supp)
-# cover only LuaJIT's internals.
+# stderr; any report fails the run, whatever the specs said. The install
+# specs (install_spec, install_rock_spec, install_server_spec) are left out:
+# they build and install ordinary copies, which run nothing of ours.
+# Suppressions (scripts/lsan.supp) cover only LuaJIT's internals.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -42,7 +43,7 @@ mkdir -p "$REPORTS"
 specs=("$@")
 if ((${#specs[@]} == 0)); then
   for f in spec/*_spec.lua; do
-    [[ $f == spec/install_spec.lua ]] || specs+=("$f")
+    [[ $f == spec/install*_spec.lua ]] || specs+=("$f")
   done
 fi
 

@@ -34,9 +34,10 @@ static int refuse(hresp *r, int err) {
 /* Copies a piece of the head; the head may not outgrow its limit. */
 static int head_bytes(hresp *r, const char *at, size_t len, uint32_t *off) {
   if (r->hb_len + len > r->max_head) return refuse(r, RESP_TOOLARGE);
+  *off = (uint32_t)r->hb_len;
+  if (!len) return 0; /* hb may still be NULL: no pointer arithmetic on it */
   ty__grow(&r->hb, &r->hb_cap, r->hb_len + len, 1, 512);
   memcpy(r->hb + r->hb_len, at, len);
-  *off = (uint32_t)r->hb_len;
   r->hb_len += len;
   return 0;
 }
