@@ -17,11 +17,12 @@ N=${1:-5}
 shift || true
 [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "test-repeat: N must be a positive number" >&2; exit 2; }
 BUILD=${BUILD:-build}
-# The C stress tests at a quarter of their full scale (test.h,
-# test_scaled): they spin on an oversubscribed machine beside the specs,
-# and a quarter still runs every path (rt_park_stress 44 s -> 4 s). make
+# The C stress tests at a sixteenth of their full scale (test.h,
+# test_scaled): they spin on an oversubscribed machine beside the specs
+# (mesh_stress's 4 threads yield on full rings: 48 s at a quarter beside 5
+# spec lanes), and a sixteenth still runs every path many times over. make
 # chaos runs them at full scale, make tsan at a tenth under the sanitizer.
-export TY_TEST_SCALE=${TY_TEST_SCALE:-4}
+export TY_TEST_SCALE=${TY_TEST_SCALE:-16}
 for b in "$BUILD/tycho-tests" "$BUILD/tycho-lua-tests"; do
   [[ -x $b ]] || { echo "test-repeat: $b is missing: run make first" >&2; exit 2; }
 done
