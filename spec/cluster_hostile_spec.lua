@@ -178,7 +178,8 @@ describe("a frozen nats-server (SIGSTOP)", function()
     local ok, r = pcall(C.run_node, "t", srv.url, function(pid)
       local out = {}
       assert(tycho.register_global("frozen.before"))
-      os.execute("kill -STOP " .. pid)
+      -- (stopped, not only signalled: C.freeze)
+      C.freeze(pid)
       local res = {}
       local n = 7
       for i = 1, n do

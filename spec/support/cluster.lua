@@ -111,6 +111,35 @@ local function kill(pid, sig)
   os.execute(("kill -%s %d 2>/dev/null"):format(sig or "TERM", pid))
 end
 
+-- Freezes process pid (SIGSTOP) and returns once all its threads have
+-- stopped. kill returns as soon as the signal is queued: the kernel wakes
+-- one thread of the process, which stops the others when it next runs;
+-- until then (0.18 s seen on a loaded machine) they run on, and a
+-- nats-server answered a KV create and a barrier sent after kill -STOP had
+-- returned (cluster_hostile_spec failed on it in make test). So: until
+-- every thread shows state T in /proc/<pid>/task/*/stat, at most 10 s.
+function C.freeze(pid)
+  kill(pid, "STOP")
+  local t0 = now()
+  while true do
+    local f = io.popen(("cat /proc/%d/task/*/stat 2>/dev/null"):format(pid))
+    local stat = f:read("*a")
+    f:close()
+    local n, stopped = 0, 0
+    for line in stat:gmatch("[^\n]+") do
+      local st = line:match(".*%) (%a) ") -- after the last ')': comm may hold one
+      n = n + 1
+      if st == "T" or st == "t" then stopped = stopped + 1 end
+    end
+    if n > 0 and stopped == n then return end
+    if n == 0 then error("process " .. pid .. " is gone", 2) end
+    if now() - t0 > 10 then
+      error(("process %d: %d of %d threads stopped 10 s after SIGSTOP"):format(pid, stopped, n), 2)
+    end
+    socket.sleep(0.002)
+  end
+end
+
 -- Stops a process by pid: TERM, then KILL after `grace` seconds.
 local function stop_pid(pid, grace)
   kill(pid, "TERM")
