@@ -111,8 +111,9 @@ for k, kind in ipairs(B.names) do
           end
         ]], name)
         -- p must have had the time to see its own cut (2 s without its
-        -- beats coming back)
-        tycho.sleep(math.max(0, t0 + 3.5 - tycho.now()))
+        -- beats coming back; 3.5 s was once too short under load: p had not
+        -- seen it, so it never checked its names on the heal)
+        tycho.sleep(math.max(0, t0 + 6 - tycho.now()))
         local t1 = tycho.now()
         NS.heal(ns)
         ev = { tycho.recv(30) }
