@@ -211,10 +211,10 @@ describe("tycho.blocking", function()
   it("runs 100 x 100 ms sleeps on 10 threads in about 1 s", function()
     local r = sleepers(10)
     print(("\n  100 x 100 ms on 10 threads: %.3f s"):format(r.dt))
-    -- never more than 10 at once (>= 0.9 s), and the pool grew to its 10
-    -- threads (below); the upper bound only tells "ended" from one thread's
-    -- 10 s (a tighter one measured the machine: 5x of 1 s)
-    assert.is_true(r.dt >= 0.9 and r.dt < 9.5, ("took %.3f s"):format(r.dt))
+    -- never more than 10 at once (>= 0.9 s); that they ran side by side is
+    -- the pool's growth to its 10 threads (below), not a wall-clock bound
+    -- (the machine's speed: make bench)
+    assert.is_true(r.dt >= 0.9, ("took %.3f s"):format(r.dt))
     assert.is_true(r.peak <= 10)
     assert.equal(10, r.stats.threads)
     assert.equal(10, r.stats.idle)
