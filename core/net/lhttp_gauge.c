@@ -290,13 +290,21 @@ static double score(const hparser *p, double now, int *cls) {
   }
 }
 
+/* hc.reclaim(cfg [, min_wait]): closes the connection that gives its slot
+ * up most readily; one still waiting for its request is passed over until
+ * it has waited min_wait seconds (default 0). Out of descriptors, a
+ * connection accepted a moment ago has its request on the way: closing it
+ * would reset a client that did nothing wrong, and accept the next one
+ * only to close it in turn (lua/tycho/http.lua, fd_short). */
 int lt_http_reclaim(lua_State *L) {
   hcfg *cfg = luaL_checkudata(L, 1, CONFIG_MT);
+  double min_wait = luaL_optnumber(L, 2, 0);
   double now = lt_http_now(), best = -1;
   hparser *v = NULL;
   for (hparser *p = cfg->conns; p; p = p->next) {
     int cls;
     double s = score(p, now, &cls);
+    if (cls == R_WAIT && s < min_wait) continue;
     if (s > best) {
       v = p;
       best = s;

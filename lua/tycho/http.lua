@@ -322,10 +322,13 @@ end
 -- descriptor. tycho.tcp backs the accept off meanwhile, and when nothing
 -- frees one, answers 503 and closes (core/net/ltcp_nofile.c).
 local FD_RECLAIM = 16
+-- A connection still waiting for its request is reclaimed for a descriptor
+-- only after this long (seconds): a new one has its request on the way.
+local FD_MIN_WAIT = 1.0
 
 local function reclaim_some(A)
   for _ = 1, FD_RECLAIM do
-    if not hc.reclaim(A.cfg) then return end
+    if not hc.reclaim(A.cfg, FD_MIN_WAIT) then return end
   end
 end
 
