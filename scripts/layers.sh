@@ -139,20 +139,22 @@ while IFS= read -r f; do
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | sed 's/:[[:space:]]*#[[:space:]]*/:#/')
 done < <(find "$CORE" -name '*.[ch]' | sort)
 
-for e in "${!EDGE[@]}"; do
-  a=${e%%>*} b=${e#*>}
-  if [[ -n ${EDGE["$b>$a"]+x} && $a < $b ]]; then
-    echo "layers: '$a' and '$b' include each other"
-    bad_mutual=$((bad_mutual + 1))
-  fi
-done
-for e in "${!FEDGE[@]}"; do
-  a=${e%%>*} b=${e#*>}
-  if [[ -n ${FEDGE["$b>$a"]+x} && $a < $b ]]; then
-    echo "layers: $CORE/$a and $CORE/$b include each other"
-    bad_floor=$((bad_floor + 1))
-  fi
-done
+# Prints each pair of nodes of edge table $1 that include each other (the
+# names prefixed by $2); returns how many.
+mutual() {
+  local -n edges=$1
+  local e a b n=0
+  for e in "${!edges[@]}"; do
+    a=${e%%>*} b=${e#*>}
+    if [[ -n ${edges["$b>$a"]+x} && $a < $b ]]; then
+      echo "layers: $2$a and $2$b include each other" >&2
+      n=$((n + 1))
+    fi
+  done
+  return $((n > 255 ? 255 : n))
+}
+mutual EDGE "folder " 2>&1; bad_mutual=$((bad_mutual + $?))
+mutual FEDGE "$CORE/" 2>&1; bad_floor=$((bad_floor + $?))
 
 # ---- calls (nm) -----------------------------------------------------------
 # One line per file: "folder folder-rank file floor-rank floor-name", then

@@ -44,18 +44,8 @@ int ty_port_fd(ty_runtime *rt) { return rt->port->wake_fd; }
 /* ---- waking and parking (the protocol of park.c, for the port) --------- */
 
 void ty__port_wake(ty_runtime *rt) {
-  ty__port *p = rt->port;
-  /* relaxed: the caller issued a seq_cst fence after publishing; the CAS
-   * lets one waker pay for the eventfd write (as ty__worker_unpark). */
-  uint32_t st = atomic_load_explicit(&p->park, memory_order_relaxed);
-  if (st != TY__PARKED) return;
-  if (!atomic_compare_exchange_strong_explicit(&p->park, &st, TY__NOTIFIED,
-                                               memory_order_relaxed,
-                                               memory_order_relaxed))
-    return;
-  uint64_t one = 1;
-  ssize_t r = write(p->wake_fd, &one, sizeof one);
-  (void)r; /* EAGAIN: the counter is non-zero already, the port will wake */
+  /* the port parks as a worker does: one waker pays for the eventfd write */
+  ty__park_notify(&rt->port->park, rt->port->wake_fd);
 }
 
 bool ty_port_park(ty_runtime *rt) {

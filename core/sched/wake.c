@@ -18,20 +18,22 @@ void ty__notify_parked(ty_runtime *rt) {
   if (id >= 0) ty__worker_unpark(&rt->workers[id]);
 }
 
-void ty__worker_unpark(ty_worker *w) {
+void ty__park_notify(_Atomic uint32_t *park, int wake_fd) {
   /* relaxed: the caller issued a seq_cst fence after publishing its work;
    * the CAS lets exactly one waker pay for the eventfd write. */
-  uint32_t st = atomic_load_explicit(&w->park, memory_order_relaxed);
+  uint32_t st = atomic_load_explicit(park, memory_order_relaxed);
   if (st != TY__PARKED) return;
   TY_CHAOS();
-  if (!atomic_compare_exchange_strong_explicit(&w->park, &st, TY__NOTIFIED,
+  if (!atomic_compare_exchange_strong_explicit(park, &st, TY__NOTIFIED,
                                                memory_order_relaxed,
                                                memory_order_relaxed))
     return;
   uint64_t one = 1;
-  ssize_t r = write(w->wake_fd, &one, sizeof one);
+  ssize_t r = write(wake_fd, &one, sizeof one);
   (void)r; /* EAGAIN means the counter is already non-zero: still awake-able */
 }
+
+void ty__worker_unpark(ty_worker *w) { ty__park_notify(&w->park, w->wake_fd); }
 
 bool ty_worker_is_stuck(ty_runtime *rt, unsigned i) {
   /* relaxed: a hint for placement and stats. */

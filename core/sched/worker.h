@@ -93,6 +93,9 @@ void ty__free_pid(ty_runtime *rt, ty_worker *w, ty_pid pid);
 
 /* Any thread: wakes w if it is parked (after the caller's seq_cst fence). */
 void ty__worker_unpark(ty_worker *w);
+/* Wakes whoever parks on park (PARKED -> NOTIFIED, once) by its eventfd:
+ * the waking half of park.c's protocol, for a worker or the port. */
+void ty__park_notify(_Atomic uint32_t *park, int wake_fd);
 /* Any thread: after pushing stealable work, wakes a parked worker if no
  * worker is searching. */
 void ty__notify_parked(ty_runtime *rt);
