@@ -433,7 +433,7 @@ describe("tycho.blocking", function()
       local m = r[kind]
       assert.equal(0, m.wrong, kind .. ": a round trip went wrong")
       assert.is_true(m.done >= 1, kind .. ": no round trip")
-      assert.is_true(m.worst < 2, ("%s: a round trip waited %.3f s"):format(kind, m.worst))
+      assert.is_true(m.worst < 6, ("%s: a round trip waited %.3f s"):format(kind, m.worst))
       -- The pool stayed saturated meanwhile: all threads there, jobs ending.
       assert.equal(100, m.busy, kind)
       assert.is_true(m.jobs >= 100, kind .. ": only " .. m.jobs .. " jobs ended")

