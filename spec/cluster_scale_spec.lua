@@ -36,7 +36,8 @@ end
 describe(COUNT .. " nodes on three routed nats-servers", function()
   local s, nodes, names, started = nil, {}, {}, {}
   setup(function()
-    s = C.nats_cluster()
+    -- (SCALE_VERBOSE: the servers' monitoring endpoints, for the traffic)
+    s = C.nats_cluster { monitor = os.getenv("SCALE_VERBOSE") ~= nil }
     for i = 1, COUNT do
       local h = (i - 1) % 3
       local urls = { s[h + 1].url, s[(h + 1) % 3 + 1].url, s[(h + 2) % 3 + 1].url }
@@ -88,9 +89,10 @@ describe(COUNT .. " nodes on three routed nats-servers", function()
     local what = ("all %d listed on every node %.3f s after the last start (%.3f s after "
       .. "it joined)"):format(COUNT, last_conv - last_start, last_conv - last_join)
     if os.getenv("SCALE_VERBOSE") then
-      -- the heartbeats' cost, idle: CPU seconds of n01 and its NATS
-      -- traffic over 3 s (the launcher's /proc, the server's counters are
-      -- not at hand)
+      -- the heartbeats' cost, idle (beats, rtt probes and their answers:
+      -- nothing else moves): CPU seconds of n01 from its /proc, and every
+      -- node's NATS traffic from the servers' own counters (/connz) over
+      -- the same window, a second after the last node converged
       local function cpu(pid)
         local f = io.open("/proc/" .. pid .. "/stat")
         local st = f and f:read("*l") or ""
@@ -100,10 +102,51 @@ describe(COUNT .. " nodes on three routed nats-servers", function()
         for x in rest:gmatch("%S+") do fields[#fields + 1] = x end
         return ((tonumber(fields[12]) or 0) + (tonumber(fields[13]) or 0)) / 100
       end
-      local c0, t0 = cpu(nodes[1].pid), mono()
-      os.execute("sleep 3")
-      local c1, t1 = cpu(nodes[1].pid), mono()
+      local function traffic()
+        local all = {}
+        for i = 1, 3 do
+          for name, c in pairs(C.connz(s[i])) do all[name] = c end
+        end
+        return all
+      end
+      local socket = require "socket"
+      socket.sleep(1)
+      local c0, x0, t0 = cpu(nodes[1].pid), traffic(), mono()
+      socket.sleep(tonumber(os.getenv("SCALE_IDLE") or "5"))
+      local c1, x1, t1 = cpu(nodes[1].pid), traffic(), mono()
       what = what .. ("; idle node: %.1f%% of a CPU"):format((c1 - c0) / (t1 - t0) * 100)
+      -- per node, its three connections together and its beat connection
+      -- alone: sent (in at the server) and received (out of the server)
+      local keys = { "in_bytes", "in_msgs", "out_bytes", "out_msgs" }
+      local per, beat, total = {}, {}, 0
+      for _, k in ipairs(keys) do per[k], beat[k] = {}, {} end
+      for i = 1, COUNT do
+        local sum, b = {}, {}
+        for _, suffix in ipairs { "", ".beat", ".ctl" } do
+          local name = "tycho." .. names[i] .. suffix
+          local a, z = x0[name], x1[name]
+          for _, k in ipairs(keys) do
+            local d = a and z and (z[k] - a[k]) / (t1 - t0) or 0
+            sum[k] = (sum[k] or 0) + d
+            if suffix == ".beat" then b[k] = d end
+          end
+        end
+        for _, k in ipairs(keys) do
+          table.insert(per[k], sum[k])
+          table.insert(beat[k], b[k])
+        end
+        total = total + sum.out_msgs
+      end
+      local function median(t)
+        table.sort(t)
+        return t[math.floor((#t + 1) / 2)]
+      end
+      what = what .. ("; heartbeats per node (median of %d, idle %.1f s): sent %.0f B/s %.0f "
+        .. "msgs/s, received %.0f B/s %.0f msgs/s (beat connection: sent %.0f B/s %.0f msgs/s, "
+        .. "received %.0f B/s %.0f msgs/s); delivered to all nodes: %.0f msgs/s"):format(COUNT,
+        t1 - t0, median(per.in_bytes), median(per.in_msgs), median(per.out_bytes),
+        median(per.out_msgs), median(beat.in_bytes), median(beat.in_msgs),
+        median(beat.out_bytes), median(beat.out_msgs), total)
       io.stderr:write(what, "\n")
     end
     assert.is_true(last_conv - last_start < 10, what)

@@ -238,6 +238,12 @@ void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at) {
 
 void lc_peers_on_svc_list(lc_gw *g, lc_peer *p, uint32_t ver, const char *data,
                           size_t len) {
+  /* A node's versions only grow (gw_svc.c, lc_announce): an older list than
+   * the one we hold is stale. Its announcements (subject ann) and its
+   * answers to our requests (our own subject) come in order on its one
+   * connection, but a turn drains ann before data (gw.c, drain_all), so an
+   * answer sent before an announcement could be applied after it. */
+  if (p->has_list && (int32_t)(ver - p->list_ver) < 0) return;
   uint64_t ids[256];
   size_t n = 0;
   char name[256];

@@ -503,8 +503,8 @@ static void check_seq(lc_gw *g, lc_peer *p, uint64_t seq, uint32_t len) {
 }
 
 /* A record from this node itself: a barrier coming back, or a service call
- * the queue group gave back to us (our subscription outlives the last
- * member a little). */
+ * the queue group gave back to us (a draining subscription still takes
+ * what the server sent before our UNSUB). */
 static void own_record(lc_gw *g, rec *r, uint64_t svc) {
   if (r->kind == LC_W_BARRIER) {
     lc_barrier_back(g, r->aux);

@@ -5,11 +5,12 @@
  * A node serves a service while it has local members: the gateway holds a
  * queue subscription on tycho.<cluster>.svc.<name> (queue group: the same
  * name), so that NATS gives each message to exactly one serving node, whose
- * gateway hands it to one of its members. The subscription outlives the
- * last member by 2 s (what was already on its way is answered "noproc"
- * rather than lost). Which nodes serve what is announced on
- * tycho.<cluster>.ann each time the set changes, and heartbeats carry its
- * version so that a missed announcement is asked for again.
+ * gateway hands it to one of its members. The subscription drains when the
+ * last member leaves (unsubscribe, below): what was already on its way is
+ * passed on to another serving node, not lost. Which nodes serve what is
+ * announced on tycho.<cluster>.ann each time the set changes, and
+ * heartbeats carry its version so that a missed announcement is asked for
+ * again.
  *
  * tycho.join returns once a marker published after the subscription and
  * the announcement has come back from the server (a barrier): by then the

@@ -174,7 +174,8 @@ end
 -- ---- nats-server ----------------------------------------------------------
 
 -- One server: {port=, url=, pid=, dir=, log=}. opts.port reuses a port (a
--- restart), opts.dir its JetStream store.
+-- restart), opts.dir its JetStream store; opts.monitor: its HTTP monitoring
+-- endpoint on a free port too (srv.monitor, for C.connz).
 function C.nats_start(opts)
   opts = opts or {}
   local srv = { port = opts.port or C.free_port(), dir = opts.dir or tmpdir() }
@@ -182,6 +183,10 @@ function C.nats_start(opts)
   srv.url = "nats://" .. srv.addr .. ":" .. srv.port
   srv.log = srv.dir .. "/server.log"
   local extra = opts.args or ""
+  if opts.monitor then
+    srv.monitor = C.free_port()
+    extra = extra .. " -m " .. srv.monitor
+  end
   srv.pid = spawn(("exec %s -a %s -p %d -js -sd %s %s")
     :format(C.nats_bin, srv.addr, srv.port, H.quote(srv.dir .. "/js"), extra), srv.log)
   local what = opts.ready or "Server is ready"
@@ -201,8 +206,30 @@ function C.nats_stop(srv, keep)
   if not keep then os.execute("rm -rf " .. H.quote(srv.dir)) end
 end
 
--- Three servers routed into one NATS cluster, JetStream meta leader elected.
-function C.nats_cluster()
+-- The connections of a server started with opts.monitor, as its /connz
+-- reports them: {name = {in_msgs=, out_msgs=, in_bytes=, out_bytes=}}
+-- (in: what the client published; out: what the server delivered to it;
+-- bytes are payloads). A node's three connections are named
+-- <cluster>.<node> (data), <cluster>.<node>.beat and <cluster>.<node>.ctl.
+function C.connz(srv)
+  local http = require "socket.http"
+  local cjson = require "cjson"
+  local body, code = http.request(("http://%s:%d/connz?limit=4096"):format(srv.addr, srv.monitor))
+  assert(body and code == 200, "connz of " .. srv.url .. ": " .. tostring(code))
+  local out = {}
+  for _, c in ipairs(cjson.decode(body).connections or {}) do
+    if type(c.name) == "string" then
+      out[c.name] = { in_msgs = c.in_msgs, out_msgs = c.out_msgs, in_bytes = c.in_bytes,
+        out_bytes = c.out_bytes }
+    end
+  end
+  return out
+end
+
+-- Three servers routed into one NATS cluster, JetStream meta leader elected
+-- (opts.monitor: as for C.nats_start).
+function C.nats_cluster(opts)
+  opts = opts or {}
   local ports, routes = {}, {}
   for i = 1, 3 do
     ports[i] = { client = C.free_port(), route = C.free_port() }
@@ -215,6 +242,7 @@ function C.nats_cluster()
       args = ("-n s%d --cluster_name tycho_spec --cluster nats://127.0.0.1:%d --routes %s")
         :format(i, ports[i].route, table.concat(routes, ",")),
       ready = "Server is ready",
+      monitor = opts.monitor,
     }
   end
   C.wait(function()
