@@ -72,7 +72,7 @@ for _, io in ipairs(IO.names) do
         local function hears(ws, want)
           local deadline = tycho.now() + 20
           while tycho.now() < deadline do
-            local msg = ws:recv(deadline - tycho.now())
+            local msg = ws:recv(math.max(0, deadline - tycho.now()))
             if msg == want then return true end
             if not msg then return false end
           end
