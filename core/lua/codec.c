@@ -294,11 +294,8 @@ static inline uint8_t *enc_put(enc *e, size_t need) {
  * call costs a few ns, and a walk makes several per value. */
 static int enc_value(enc *e, int idx, int type, int depth);
 
-static int enc_number(enc *e, lua_Number d) {
-  int32_t i = 0;
-  size_t n = num_size(d, &i);
-  uint8_t *p = enc_put(e, n);
-  if (!p) return -1;
+/* Writes d's n = num_size(d, &i) bytes at p. */
+static inline void put_number(uint8_t *p, lua_Number d, size_t n, int32_t i) {
   if (n == 1) {
     *p = (uint8_t)(TAG_FIXINT | i);
   } else if (n == 5) {
@@ -308,6 +305,14 @@ static int enc_number(enc *e, lua_Number d) {
     *p = TAG_DOUBLE;
     put_f64(p + 1, d);
   }
+}
+
+static int enc_number(enc *e, lua_Number d) {
+  int32_t i = 0;
+  size_t n = num_size(d, &i);
+  uint8_t *p = enc_put(e, n);
+  if (!p) return -1;
+  put_number(p, d, n, i);
   return 0;
 }
 
@@ -331,16 +336,7 @@ int lt_codec_put_number(ty__buf *b, double d) {
   int32_t i = 0;
   size_t n = num_size(d, &i);
   if (ty__buf_reserve(b, n)) return -1;
-  uint8_t *p = (uint8_t *)b->data + b->len;
-  if (n == 1) {
-    *p = (uint8_t)(TAG_FIXINT | i);
-  } else if (n == 5) {
-    *p = TAG_INT32;
-    put_u32(p + 1, (uint32_t)i);
-  } else {
-    *p = TAG_DOUBLE;
-    put_f64(p + 1, d);
-  }
+  put_number((uint8_t *)b->data + b->len, d, n, i);
   b->len += n;
   return 0;
 }
@@ -483,6 +479,40 @@ int lt_codec_encode_to(lua_State *L, int first, int n, ty__buf *buf,
   }
   if (e.handles) lt_codec_hooks_get()->done(L, true);
   return 0;
+}
+
+/* Scalars only, straight into the caller's bytes (codec.h): the same bytes
+ * enc_value writes, without the walk's setup (error context, buffer, size
+ * limit, hooks), which costs more than encoding a number does. */
+int lt_codec_encode_small(lua_State *L, int first, int n, char *out,
+                          size_t cap) {
+  uint8_t *p = (uint8_t *)out, *end = p + cap;
+  first = abs_index(L, first);
+  for (int idx = first; idx < first + n; idx++) {
+    int t = lua_type(L, idx);
+    if (t == LUA_TNUMBER) {
+      lua_Number d = lua_tonumber(L, idx);
+      int32_t i = 0;
+      size_t k = num_size(d, &i);
+      if ((size_t)(end - p) < k) return -1;
+      put_number(p, d, k, i);
+      p += k;
+    } else if (t == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      if (len > SHORTSTR_MAX || (size_t)(end - p) < 1 + len) return -1;
+      *p++ = (uint8_t)(TAG_SHORTSTR | len);
+      memcpy(p, s, len);
+      p += len;
+    } else if ((t == LUA_TNIL || t == LUA_TBOOLEAN) && p < end) {
+      *p++ = t == LUA_TNIL           ? TAG_NIL
+             : lua_toboolean(L, idx) ? TAG_TRUE
+                                     : TAG_FALSE;
+    } else {
+      return -1;
+    }
+  }
+  return (int)(p - (uint8_t *)out);
 }
 
 /* ---- copy: encode's walk, building tables instead of bytes --------------- */

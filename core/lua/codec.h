@@ -95,6 +95,14 @@ int lt_codec_encode(lua_State *L, int first, int n, ty__buf *buf,
 int lt_codec_encode_to(lua_State *L, int first, int n, ty__buf *buf,
                        size_t max_bytes, int to, char *err, size_t errlen);
 
+/* lt_codec_encode's bytes for n values that are all nil, booleans, numbers
+ * or strings of at most 63 bytes, written to out[0..cap): their length, or
+ * -1 (nothing to report: the caller takes lt_codec_encode) when one is
+ * anything else or they do not fit. No size limit is checked, no hook is
+ * called (scalars have none). */
+int lt_codec_encode_small(lua_State *L, int first, int n, char *out,
+                          size_t cap);
+
 /* Pushes every value encoded in data[0..len) and returns how many; on
  * malformed input (truncated, bad tag, bad lengths, too deep, nil or NaN
  * table keys) or too many values for the Lua stack, pushes nothing and

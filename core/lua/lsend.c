@@ -28,17 +28,31 @@ static bool too_big(size_t len, char *err, size_t errlen) {
   return true;
 }
 
+/* The usual message, a few scalars (a number, a short string: ping-pong's
+ * and the ring's), encoded straight into it: no walk, no worker buffer
+ * (docs/performance.md, the Lua call/reply table, row "codec"). Bytes as
+ * the codec writes them, so every receiver decodes them alike. */
+#define SMALL_MSG 128
+
 int lt_msg_make(lua_State *L, ty_pid to, bool remote, int first, int n,
                 ty_msg **out, char *err, size_t errlen) {
   lt_worker *lw = lt_worker_get();
-  if (to && !remote) {
-    ty_msg *m = lt_direct_new(L, to, first, n); /* an actor of this worker */
+  remote = remote || (to && ty_pid_remote(lw->ctx->rt, to));
+  if (!remote) {
+    char small[SMALL_MSG];
+    int len = lt_codec_encode_small(L, first, n, small, sizeof small);
+    if (len >= 0 && (size_t)len <= lw->ctx->max_message) {
+      ty_msg *m = ty_msg_try_new((size_t)len);
+      if (m && len) memcpy(m->data, small, (size_t)len);
+      *out = m;
+      return 0;
+    }
+    ty_msg *m = to ? lt_direct_new(L, to, first, n) : NULL; /* this worker's */
     if (m) {
       *out = m;
       return 0;
     }
   }
-  remote = remote || (to && ty_pid_remote(lw->ctx->rt, to));
   ty__buf_reset(&lw->buf);
   int r = lt_codec_encode_to(L, first, n, &lw->buf, lw->ctx->max_message,
                              remote ? LT_CODEC_TO_NODE : LT_CODEC_TO_HERE, err,
