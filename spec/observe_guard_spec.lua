@@ -182,7 +182,7 @@ describe("tycho.observe, guarded", function()
           tycho.spawn(function(port, parent)
             local c = assert(require("tycho").tcp.connect("127.0.0.1", port))
             assert(c:write("GET /processes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
-            local n, why = 0, nil
+            local n, why = 0
             while true do
               local s, err = c:read_some(65536, 60)
               if not s then why = err break end
@@ -211,7 +211,8 @@ describe("tycho.observe, guarded", function()
       assert(worst, text)
       print(("worst unrelated call (%s): %.3f s"):format(io, worst))
       for k = 1, 64 do
-        assert.is_true(type(got[k]) == "number" and got[k] > 20000 * 50, tostring(got[k]) .. "\n" .. text)
+        assert.is_true(type(got[k]) == "number" and got[k] > 20000 * 50,
+          tostring(got[k]) .. "\n" .. text)
       end
       assert.is_true(worst < BOUND, ("an unrelated call took %.3f s"):format(worst))
     end)
