@@ -37,9 +37,7 @@ ty_actor *ty__ready_pop(ty_worker *w) {
  * that it runs next while its message is hot in cache. Pushing there wakes
  * nobody: this worker is awake and will run it. */
 static void make_ready(ty_worker *w, ty_actor *a, bool lifo) {
-  /* Its wait timer stays filed (timer.h, ty__wtimer) but ends nothing
-   * now: its next timed wait moves or keeps the record. */
-  if (a->timer) a->timer->due = 0;
+  ty__wait_timer_cancel(w, a);
   if (!lifo) {
     ty__ready_push(w, a);
     return;
@@ -356,10 +354,8 @@ uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   }
   a->wait_ref = ref;
   a->flags &= ~(TY__AF_TIMED_OUT | TY__AF_WAIT_NOMEM);
-  if (timeout_ns < 0) { /* a record still filed fires for nothing */
-    if (a->timer) a->timer->due = 0;
-    return 0;
-  }
+  ty__wait_timer_cancel(w, a);
+  if (timeout_ns < 0) return 0;
   if (timeout_ns > (int64_t)1 << 60) timeout_ns = (int64_t)1 << 60;
   if (ty__unlikely(!a->timer)) {
     a->timer = ty__try_alloc(sizeof *a->timer);
@@ -373,14 +369,7 @@ uint64_t ty_actor_wait(ty_actor *a, int64_t timeout_ns, uint64_t ref) {
   }
   uint64_t at = ty_runtime_now_ns(w->rt) + (uint64_t)timeout_ns;
   /* Round up: a timer never fires before its time. */
-  uint64_t tick = ty__tick_up(at);
-  ty__wtimer *t = a->timer;
-  t->due = tick;
-  if (t->t.armed) {
-    if (t->t.deadline <= tick) return at; /* fires first, then is refiled */
-    ty__wheel_cancel(&w->wheel, &t->t);
-  }
-  ty__wheel_insert(&w->wheel, &t->t, tick);
+  ty__wheel_insert(&w->wheel, &a->timer->t, ty__tick_up(at));
   return at;
 }
 

@@ -207,17 +207,9 @@ bool ty__fire_timers(ty_worker *w, uint64_t now_ns) {
       continue;
     }
     ty_actor *a = actor_of_timer(t);
-    uint64_t due = ((ty__wtimer *)t)->due;
-    /* Filed for an earlier wait, or earlier than this one's deadline
-     * (timer.h, ty__wtimer): it ends only a wait whose deadline came. */
-    if (a->state == TY__A_WAITING && due) {
-      if (due > ty__tick_down(now_ns)) {
-        ty__wheel_insert(&w->wheel, t, due);
-      } else {
-        ((ty__wtimer *)t)->due = 0;
-        a->flags |= TY__AF_TIMED_OUT;
-        ty__ready_push(w, a);
-      }
+    if (a->state == TY__A_WAITING) {
+      a->flags |= TY__AF_TIMED_OUT;
+      ty__ready_push(w, a);
     }
     t = next;
   }

@@ -55,18 +55,10 @@ typedef struct ty__timer {
                    never reads it) */
 } ty__timer;
 
-/* An actor's wait timer (ty_actor.timer): the wheel's record, its actor and
- * the deadline of the actor's current timed wait. The record stays filed
- * when the wait ends early (a message came) and when the next wait's
- * deadline is no earlier than where it is filed: a call made every few
- * hundred ns with the same timeout then costs a compare, not a cancel and
- * an insert (docs/performance.md, row "timer arm/disarm"). When it fires,
- * ty__fire_timers ends the wait only if the actor still waits and `due`
- * has come, and files it again at `due` if that is later: never early. */
+/* An actor's wait timer (ty_actor.timer): the wheel's record and its actor. */
 typedef struct ty__wtimer {
   ty__timer t; /* kind TY__TIMER_WAIT */
   struct ty_actor *actor;
-  uint64_t due; /* tick of the current timed wait's deadline (0: none) */
 } ty__wtimer;
 
 typedef struct ty__wheel {
