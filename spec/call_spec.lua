@@ -61,6 +61,40 @@ describe("tycho.call", function()
     assert.is_true(elapsed >= 0.09 and elapsed < 2.5, "elapsed " .. elapsed) -- (not 5 s)
   end)
 
+  -- A wait's timer stays filed after its wait ends (core/sched/timer.h,
+  -- ty__wtimer): the next wait keeps it, moves it, or lets it fire for
+  -- nothing. Each wait must still end at its own deadline, never before.
+  it("ends each wait at its own deadline whatever earlier calls left filed", function()
+    local r = tycho.run(function()
+      local echo = tycho.spawn(function()
+        while true do tycho.reply(tycho.recv()) end
+      end)
+      local mute = tycho.spawn(function() tycho.sleep(30) end)
+      local out = {}
+      -- Many calls answered at once, each with a 0.3 s timeout: one record.
+      for i = 1, 200 do assert(tycho.call_timeout(0.3, echo, i) == i) end
+      -- A shorter wait than the one filed: it must not wait for that one.
+      local t0 = tycho.now()
+      out.short = { tycho.recv(0.05) }
+      out.short_dt = tycho.now() - t0
+      -- A longer wait than the one filed: that one fires first, for nothing.
+      assert(tycho.call_timeout(0.02, echo, "x") == "x")
+      t0 = tycho.now()
+      out.long = { tycho.call_timeout(0.2, mute, "hello") }
+      out.long_dt = tycho.now() - t0
+      -- A wait without a timeout, a filed record due long before its end.
+      assert(tycho.call_timeout(0.02, echo, "y") == "y")
+      tycho.send_after(0.15, tycho.self(), "late")
+      out.forever = { tycho.recv() }
+      return out
+    end)
+    assert.same({ nil, "timeout" }, r.short)
+    assert.is_true(r.short_dt >= 0.05, "short wait ended early: " .. r.short_dt)
+    assert.same({ nil, "timeout" }, r.long)
+    assert.is_true(r.long_dt >= 0.2, "long wait ended early: " .. r.long_dt)
+    assert.same({ "late" }, r.forever)
+  end)
+
   it("uses the configured default timeout", function()
     tycho.config{ call_timeout = 0.15 }
     local r, err, elapsed = tycho.run(function()
