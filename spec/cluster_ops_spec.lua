@@ -251,7 +251,9 @@ describe("the cluster in operation", function()
       ]])
       -- more than the window between two nodes, and more than a quarter of
       -- b's backlog, while b's worker is busy
-      local took = N.eval_on("a", [[
+      -- (a minute: a million sends to a lagging node took over the default
+      -- call timeout, 5 s, under two CPU hogs)
+      local took = tycho.call_timeout(60, N.agent("a"), "eval", [[
         local tycho = require "tycho"
         local to = ...
         local t0 = tycho.now()
