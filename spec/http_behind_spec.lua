@@ -43,7 +43,12 @@ for _, io in ipairs(IO.names) do
         -- 16 MiB is more than the socket buffers and the queue hold.
         assert(c:write(C.format("GET", "/16") .. C.format("GET", "/2")
           .. C.format("GET", "/3") .. C.format("GET", "/4")))
-        tycho.sleep(0.5) -- not reading: the first response cannot be queued whole
+        -- not reading: the first response cannot be queued whole. The first
+        -- handler is awaited (on a loaded machine it had not run after a
+        -- fixed 0.5 s), then half a second more gives a second one room
+        local t_end = tycho.now() + 30
+        while calls() < 1 and tycho.now() < t_end do tycho.sleep(0.01) end
+        tycho.sleep(0.5)
         local held = calls()
         local ok = {}
         for i, n in ipairs{ 16, 2, 3, 4 } do
