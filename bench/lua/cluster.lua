@@ -17,13 +17,18 @@ local role, n = arg[1], tonumber(arg[2])
 local SENDERS, CALLERS = 4, 32
 
 if role == "peer" then
+  -- The count starts before "expect" comes: the senders are other actors
+  -- than the one that sends "expect", and messages of different senders
+  -- keep no order among them (one run in two lost the race and waited for
+  -- messages it had already thrown away).
   tycho.register_global("bench.sink", tycho.spawn(function()
+    local got, want, report = 0, nil, nil
     while true do
-      local op, want, report = tycho.recv()
-      if op == "expect" then
-        local got = 0
-        while got < want do tycho.recv() got = got + 1 end
+      local op, w, r = tycho.recv()
+      if op == "expect" then want, report = w, r else got = got + 1 end
+      if want and got >= want then
         tycho.send(report, "all", got)
+        got, want = 0, nil
       end
     end
   end))
