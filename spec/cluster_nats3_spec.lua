@@ -50,6 +50,17 @@ local SINK = [[
 local WATCHER = [[
   local tycho = require "tycho"
   local names, report = ...
+  -- monitor_node answers NODEDOWN at once for a node this one has not seen
+  -- up yet: watch once every other node is up here (else a "nodedown" can
+  -- come before "watching"; failed once in make test-repeat)
+  local function all_up()
+    local up = {}
+    for _, x in ipairs(tycho.nodes()) do up[x] = true end
+    for _, n in ipairs(names) do if not up[n] then return false end end
+    return true
+  end
+  local deadline = tycho.now() + 20
+  while not all_up() and tycho.now() < deadline do tycho.sleep(0.01) end
   for _, n in ipairs(names) do tycho.monitor_node(n) end
   tycho.send(report, "watching")
   while true do
@@ -101,7 +112,11 @@ describe("the cluster on three routed nats-servers", function()
       tycho.monitor_node("a")
       tycho.monitor_node("b")
       tycho.monitor_node("c")
-      for _ = 1, 3 do assert(tycho.recv(10) == "watching") end
+      for _ = 1, 3 do
+        local tag, who, n = tycho.recv(30)
+        assert(tag == "watching", ("a watcher did not start: %s %s %s"):format(
+          tostring(tag), tostring(who), tostring(n)))
+      end
       local sink_b, sink_a = N.spawn_on("b", SINK), N.spawn_on("a", SINK)
       local stats0 = { a = N.eval_on("a", STATS), b = N.eval_on("b", STATS) }
       local send_a = N.spawn_on("a", SENDER, sink_b, me)
