@@ -316,11 +316,8 @@ static int enc_number(enc *e, lua_Number d) {
   return 0;
 }
 
-static int enc_string(enc *e, int idx) {
-  size_t len;
-  const char *s = lua_tolstring(e->w.L, idx, &len);
-  uint8_t *p = enc_put(e, str_size(len));
-  if (!p) return -1;
+/* Writes the str_size(len) bytes of string s at p; returns their end. */
+static inline uint8_t *put_string(uint8_t *p, const char *s, size_t len) {
   if (len <= SHORTSTR_MAX) {
     *p++ = (uint8_t)(TAG_SHORTSTR | len);
   } else {
@@ -328,6 +325,15 @@ static int enc_string(enc *e, int idx) {
     p = put_varint(p, len);
   }
   memcpy(p, s, len);
+  return p + len;
+}
+
+static int enc_string(enc *e, int idx) {
+  size_t len;
+  const char *s = lua_tolstring(e->w.L, idx, &len);
+  uint8_t *p = enc_put(e, str_size(len));
+  if (!p) return -1;
+  put_string(p, s, len);
   return 0;
 }
 
@@ -342,16 +348,10 @@ int lt_codec_put_number(ty__buf *b, double d) {
 }
 
 int lt_codec_put_string(ty__buf *b, const char *s, size_t len) {
-  if (ty__buf_reserve(b, str_size(len))) return -1;
-  uint8_t *p = (uint8_t *)b->data + b->len, *start = p;
-  if (len <= SHORTSTR_MAX) {
-    *p++ = (uint8_t)(TAG_SHORTSTR | len);
-  } else {
-    *p++ = TAG_STR;
-    p = put_varint(p, len);
-  }
-  memcpy(p, s, len);
-  b->len += (size_t)(p - start) + len;
+  size_t n = str_size(len);
+  if (ty__buf_reserve(b, n)) return -1;
+  put_string((uint8_t *)b->data + b->len, s, len);
+  b->len += n;
   return 0;
 }
 
@@ -500,10 +500,8 @@ int lt_codec_encode_small(lua_State *L, int first, int n, char *out,
     } else if (t == LUA_TSTRING) {
       size_t len;
       const char *s = lua_tolstring(L, idx, &len);
-      if (len > SHORTSTR_MAX || (size_t)(end - p) < 1 + len) return -1;
-      *p++ = (uint8_t)(TAG_SHORTSTR | len);
-      memcpy(p, s, len);
-      p += len;
+      if (len > SHORTSTR_MAX || (size_t)(end - p) < str_size(len)) return -1;
+      p = put_string(p, s, len);
     } else if ((t == LUA_TNIL || t == LUA_TBOOLEAN) && p < end) {
       *p++ = t == LUA_TNIL           ? TAG_NIL
              : lua_toboolean(L, idx) ? TAG_TRUE
