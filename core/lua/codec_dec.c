@@ -145,23 +145,8 @@ static int dec_value(dec *d, int depth) {
   }
 }
 
-/* One number, the usual message (ping-pong's, the ring's): pushed without
- * the walk's setup; 0 when data is anything else. */
-static int dec_one_number(lua_State *L, const uint8_t *p, size_t len) {
-  if (len == 1 && p[0] >= TAG_FIXINT)
-    lua_pushnumber(L, (lua_Number)(p[0] - TAG_FIXINT));
-  else if (len == 5 && p[0] == TAG_INT32)
-    lua_pushnumber(L, (lua_Number)(int32_t)get_u32(p + 1));
-  else if (len == 9 && p[0] == TAG_DOUBLE) lua_pushnumber(L, get_f64(p + 1));
-  else return 0;
-  return 1;
-}
-
 int lt_codec_decode(lua_State *L, const char *data, size_t len, char *err,
                     size_t errlen) {
-  if (len <= 9 && lua_checkstack(L, 1) &&
-      dec_one_number(L, (const uint8_t *)data, len))
-    return 1;
   int top = lua_gettop(L), n = 0;
   if (err && errlen > 0) err[0] = '\0';
   if (len == 0) return 0;

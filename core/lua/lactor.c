@@ -67,11 +67,6 @@ int lt_owed_last(const lt_actor *la) {
 }
 
 bool lt_owed_remove(lt_actor *la, ty_pid to, uint64_t ref) {
-  uint32_t n = la->nowed; /* the last one, mostly: reply answers it */
-  if (n && la->owed[n - 1].to == to && la->owed[n - 1].ref == ref) {
-    la->nowed--;
-    return true;
-  }
   for (uint32_t i = la->nowed; i-- > 0;) {
     if (la->owed[i].to == to && la->owed[i].ref == ref) {
       memmove(la->owed + i, la->owed + i + 1,
