@@ -140,21 +140,20 @@ while IFS= read -r f; do
 done < <(find "$CORE" -name '*.[ch]' | sort)
 
 # Prints each pair of nodes of edge table $1 that include each other (the
-# names prefixed by $2); returns how many.
+# names prefixed by $2) and counts them in the variable named $3.
 mutual() {
-  local -n edges=$1
-  local e a b n=0
+  local -n edges=$1 count=$3
+  local e a b
   for e in "${!edges[@]}"; do
     a=${e%%>*} b=${e#*>}
     if [[ -n ${edges["$b>$a"]+x} && $a < $b ]]; then
-      echo "layers: $2$a and $2$b include each other" >&2
-      n=$((n + 1))
+      echo "layers: $2$a and $2$b include each other"
+      count=$((count + 1))
     fi
   done
-  return $((n > 255 ? 255 : n))
 }
-mutual EDGE "folder " 2>&1; bad_mutual=$((bad_mutual + $?))
-mutual FEDGE "$CORE/" 2>&1; bad_floor=$((bad_floor + $?))
+mutual EDGE "folder " bad_mutual
+mutual FEDGE "$CORE/" bad_floor
 
 # ---- calls (nm) -----------------------------------------------------------
 # One line per file: "folder folder-rank file floor-rank floor-name", then
