@@ -47,20 +47,12 @@ local SINK = [[
 ]]
 
 -- Every NODEDOWN this node hears about the given nodes.
-local WATCHER = [[
+-- (it watches once every other node is up here, else a "nodedown" can come
+-- before "watching": failed once in make test-repeat)
+local WATCHER = N.AWAIT_UP .. [[
   local tycho = require "tycho"
   local names, report = ...
-  -- monitor_node answers NODEDOWN at once for a node this one has not seen
-  -- up yet: watch once every other node is up here (else a "nodedown" can
-  -- come before "watching"; failed once in make test-repeat)
-  local function all_up()
-    local up = {}
-    for _, x in ipairs(tycho.nodes()) do up[x] = true end
-    for _, n in ipairs(names) do if not up[n] then return false end end
-    return true
-  end
-  local deadline = tycho.now() + 20
-  while not all_up() and tycho.now() < deadline do tycho.sleep(0.01) end
+  await_up(names)
   for _, n in ipairs(names) do tycho.monitor_node(n) end
   tycho.send(report, "watching")
   while true do

@@ -37,14 +37,10 @@ local FLOODER = [[
 -- b's service list yet though the spec's node sees all four (a loop of
 -- cluster_hostile_spec failed on it once in ten runs: nodedown {"c b"} in the first
 -- round, no verdict in any log). It says "watching" once it watches.
-local WATCHER = [[
+local WATCHER = N.AWAIT_UP .. [[
   local tycho = require "tycho"
   local report = ...
-  local function b_up()
-    for _, n in ipairs(tycho.nodes()) do if n == "b" then return true end end
-  end
-  local t_end = tycho.now() + 20
-  while not b_up() and tycho.now() < t_end do tycho.sleep(0.01) end
+  await_up({ "b" })
   tycho.monitor_node("b")
   tycho.send(report, "watching", tycho.node())
   while true do

@@ -37,6 +37,24 @@ function N.wait_nodes(want)
   end
 end
 
+-- A prefix for an actor's code: await_up(names) returns once every node
+-- named is up for the node it runs on (20 s at most). monitor_node answers
+-- NODEDOWN at once for a node not up there yet (docs/cluster.md), and a
+-- node may not have met another that the spec's own node already lists.
+N.AWAIT_UP = [[
+  local function await_up(names)
+    local tycho = require "tycho"
+    local function all_up()
+      local up = {}
+      for _, x in ipairs(tycho.nodes()) do up[x] = true end
+      for _, n in ipairs(names) do if not up[n] then return false end end
+      return true
+    end
+    local t_end = tycho.now() + 20
+    while not all_up() and tycho.now() < t_end do tycho.sleep(0.01) end
+  end
+]]
+
 -- An actor's code: answers ("echo", x), ("node"), ("sleep", s) calls; the
 -- message ("exit", reason) ends it. With a pid argument it first sends
 -- ("ready", its pid) there.
