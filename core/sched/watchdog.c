@@ -317,12 +317,14 @@ uint64_t ty_worker_cpu_ns(ty_runtime *rt, unsigned i) {
 /* How long the resume has run, as the slice counts it before asking it to
  * stop: the worker thread's CPU time (so that an overloaded machine does
  * not turn a busy actor into a runaway: a second of work that the machine
- * stretches over four is still a second of work), but at least a quarter of
- * the wall time (so that one starved of CPU is still asked, within four
- * slices). */
+ * stretches over ten is still a second of work), but at least a sixteenth
+ * of the wall time (so that one starved of CPU is still asked, within
+ * sixteen slices). A quarter was too much: at a load of 22 on two cores a
+ * thread gets a twelfth of a CPU, and two actors that had done a fraction
+ * of a second of work in their first resume were ended as runaways. */
 static uint64_t ran_for(ty_worker *w, uint64_t now) {
   uint64_t cpu = cpu_ns(w, now) - w->wd.seen_cpu, wall = now - w->wd.seen_ns;
-  return cpu > wall / 4 ? cpu : wall / 4;
+  return cpu > wall / 16 ? cpu : wall / 16;
 }
 
 /* Is w's thread asleep in the kernel (state S or D in /proc: a read or a
