@@ -51,8 +51,9 @@ summary() {
 # SUMMARY_FROM=<saved output> NAMES="openresty uring ...": only the summary.
 if [ -n "${SUMMARY_FROM:-}" ]; then summary "$NAMES" "$SUMMARY_FROM"; exit 0; fi
 
-scripts/fetch-debs.sh nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 \
-  lua-resty-core lua-resty-lrucache >/dev/null || { echo "# fetch-debs failed"; exit 1; }
+# shellcheck source=bench/openresty/conf.sh
+source "$ROOT/bench/openresty/conf.sh"
+ngx_fetch || { echo "# fetch-debs failed"; exit 1; }
 CJSON=/usr/lib/x86_64-linux-gnu/lua/5.1
 [ -f "$CJSON/cjson.so" ] || { echo "# $CJSON/cjson.so missing (lua-cjson)"; exit 1; }
 
@@ -73,22 +74,7 @@ start() { # start <name> <command...>: a server on a fresh port (its last argume
 OD=$TMPD/openresty
 mkdir -p "$OD/tmp"; chmod 755 "$TMPD" "$OD"
 OPORT=$(port)
-cat >"$OD/nginx.conf" <<CONF
-load_module $DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules/ndk_http_module.so;
-load_module $DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules/ngx_http_lua_module.so;
-worker_processes 2;
-daemon off;
-master_process on;
-pid $OD/nginx.pid;
-error_log stderr warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  server_tokens off;
-  keepalive_requests 1000000;
-  client_body_temp_path $OD/tmp; proxy_temp_path $OD/tmp; fastcgi_temp_path $OD/tmp;
-  uwsgi_temp_path $OD/tmp; scgi_temp_path $OD/tmp;
-  lua_package_path "$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;;";
+{ ngx_conf_head "$OD" 2 1024; cat <<CONF
   lua_package_cpath "$CJSON/?.so;;";
   init_by_lua_block { cjson = require "cjson" }
   server {
@@ -104,8 +90,8 @@ http {
   }
 }
 CONF
-LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu \
-  "$DEBS/nginx/usr/sbin/nginx" -p "$OD" -c "$OD/nginx.conf" -e stderr >"$OD/log" 2>&1 &
+} >"$OD/nginx.conf"
+ngx_start "$OD" &
 SPID[openresty]=$!
 PIDS="$PIDS $!"
 PORT[openresty]=$OPORT

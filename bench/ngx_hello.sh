@@ -24,8 +24,9 @@ PIDS=""
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; sleep 0.2; rm -rf "$TMPD"; }
 trap cleanup EXIT
 
-scripts/fetch-debs.sh nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 \
-  lua-resty-core lua-resty-lrucache >/dev/null || { echo "# fetch-debs failed"; exit 1; }
+# shellcheck source=bench/openresty/conf.sh
+source "$ROOT/bench/openresty/conf.sh"
+ngx_fetch || { echo "# fetch-debs failed"; exit 1; }
 
 # shellcheck source=bench/cpu_ticks.sh
 source "$ROOT/bench/cpu_ticks.sh"
@@ -33,32 +34,16 @@ source "$ROOT/bench/cpu_ticks.sh"
 # OpenResty: 2 worker processes.
 OPORT=$(port)
 mkdir -p "$TMPD/o/tmp"; chmod 755 "$TMPD/o"
-cat >"$TMPD/o/nginx.conf" <<CONF
-load_module $DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules/ndk_http_module.so;
-load_module $DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules/ngx_http_lua_module.so;
-worker_processes 2;
-daemon off;
-master_process on;
-pid $TMPD/o/nginx.pid;
-error_log stderr warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  server_tokens off;
-  keepalive_requests 1000000;
+{ ngx_conf_head "$TMPD/o" 2 1024; cat <<CONF
   default_type text/plain;
-  client_body_temp_path $TMPD/o/tmp; proxy_temp_path $TMPD/o/tmp; fastcgi_temp_path $TMPD/o/tmp;
-  uwsgi_temp_path $TMPD/o/tmp; scgi_temp_path $TMPD/o/tmp;
-  lua_package_path "$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;;";
   server {
     listen 127.0.0.1:$OPORT reuseport backlog=4096;
     location / { content_by_lua_block { ngx.say("hello") } }
   }
 }
 CONF
-LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu \
-  "$DEBS/nginx/usr/sbin/nginx" -p "$TMPD/o" -c "$TMPD/o/nginx.conf" -e stderr \
-  >"$TMPD/o/log" 2>&1 &
+} >"$TMPD/o/nginx.conf"
+ngx_start "$TMPD/o" &
 OPID=$!
 PIDS="$PIDS $!"
 

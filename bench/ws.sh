@@ -69,25 +69,15 @@ else echo "# tycho ws_echo: the server did not start: $(cat "$TMPD/tycho.log")";
 
 # ---- OpenResty echo (lua-resty-websocket's server), started beside tycho's
 OPORT=""
-PKGS="nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 lua-resty-core lua-resty-lrucache lua-nginx-websocket"
 DEBS=${DEBS_DIR:-$ROOT/build/debs}
-if scripts/fetch-debs.sh $PKGS >/dev/null 2>"$TMPD/fetch.log"; then
+# shellcheck source=bench/openresty/conf.sh
+source "$ROOT/bench/openresty/conf.sh"
+if NGX_MORE=lua-nginx-websocket ngx_fetch 2>"$TMPD/fetch.log"; then
   d=$TMPD/nginx
   mkdir -p "$d/tmp" && chmod 755 "$d"
   port=$(free_port)
-  cat >"$d/nginx.conf" <<CONF
-load_module $DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules/ndk_http_module.so;
-load_module $DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules/ngx_http_lua_module.so;
-worker_processes $NGINX_WORKERS;
-daemon off;
-pid $d/nginx.pid;
-error_log stderr warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $d/tmp/body; proxy_temp_path $d/tmp/proxy;
-  fastcgi_temp_path $d/tmp/fastcgi; uwsgi_temp_path $d/tmp/uwsgi; scgi_temp_path $d/tmp/scgi;
-  lua_package_path "$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;$DEBS/lua-nginx-websocket/usr/share/lua/5.1/?.lua;;";
+  { ngx_conf_head "$d" "$NGINX_WORKERS" 1024 "$DEBS/lua-nginx-websocket/usr/share/lua/5.1/?.lua"
+    cat <<CONF
   server {
     listen 127.0.0.1:$port reuseport backlog=4096;
     location = /ws {
@@ -108,8 +98,8 @@ http {
   }
 }
 CONF
-  # OpenResty's LuaJIT (libluajit2) for nginx alone
-  LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu "$DEBS/nginx/usr/sbin/nginx" -p "$d" -c "$d/nginx.conf" -e stderr >"$d/srv.log" 2>&1 &
+  } >"$d/nginx.conf"
+  ngx_start "$d" "$d/srv.log" &
   PIDS+=($!)
   NGINX_MASTER=$!
   if wait_port "$port"; then

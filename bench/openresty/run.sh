@@ -141,15 +141,14 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------------------
 # nginx + lua-nginx-module from .debs
-PKGS="nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 lua-resty-core lua-resty-lrucache"
 DEBS=${DEBS_DIR:-$ROOT/build/debs}
-if ! "$ROOT/scripts/fetch-debs.sh" $PKGS >/dev/null 2>"$TMPD/fetch.log"; then
+# shellcheck source=bench/openresty/conf.sh
+source "$HERE/conf.sh"
+if ! ngx_fetch 2>"$TMPD/fetch.log"; then
     echo "# openresty: fetching the .debs failed:"; sed 's/^/# /' "$TMPD/fetch.log" | tail -20; exit 1
 fi
 NGINX=${NGINX:-$DEBS/nginx/usr/sbin/nginx}
 NGINX_WORKERS=${NGINX_WORKERS:-2}
-MODDIR=$DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules
-NDKDIR=$DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules
 LJDIR=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu
 CJSON_CPATH=/usr/lib/x86_64-linux-gnu/lua/5.1   # Debian lua-cjson (Lua 5.1 C ABI)
 if [ ! -f "$CJSON_CPATH/cjson.so" ]; then
@@ -166,26 +165,7 @@ write_conf() {
     local d=$1 port=$2
     mkdir -p "$d/tmp"
     chmod 755 "$d"      # workers run as nobody when we are root
-    cat >"$d/nginx.conf" <<EOF
-load_module $NDKDIR/ndk_http_module.so;
-load_module $MODDIR/ngx_http_lua_module.so;
-worker_processes $NGINX_WORKERS;
-daemon off;
-master_process on;
-pid $d/nginx.pid;
-error_log stderr warn;
-events { worker_connections 1024; }   # wrk opens 64
-http {
-    access_log off;
-    server_tokens off;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;   # tycho/tokio do not cap requests per connection
-    client_body_temp_path $d/tmp/body;
-    proxy_temp_path $d/tmp/proxy;
-    fastcgi_temp_path $d/tmp/fastcgi;
-    uwsgi_temp_path $d/tmp/uwsgi;
-    scgi_temp_path $d/tmp/scgi;
-    lua_package_path "$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;;";
+    { ngx_conf_head "$d" "$NGINX_WORKERS" 1024; cat <<EOF
     lua_package_cpath "$CJSON_CPATH/?.so;;";
     init_by_lua_block {
         cjson = require "cjson"
@@ -220,6 +200,7 @@ http {
     }
 }
 EOF
+    } >"$d/nginx.conf"
 }
 
 # start_server <dir> <port>: nginx in the background; 0 once it answers on /

@@ -13,14 +13,14 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 SECONDS_EACH=${SHARED_SECONDS:-2}
-PKGS="nginx libnginx-mod-http-ndk libnginx-mod-http-lua libluajit2-5.1-2 lua-resty-core lua-resty-lrucache"
 DEBS=${DEBS_DIR:-$ROOT/build/debs}
-"$ROOT/scripts/fetch-debs.sh" $PKGS >/dev/null || { echo "NOTE fetching the .debs failed"; exit 1; }
+# shellcheck source=bench/openresty/conf.sh
+source "$HERE/conf.sh"
+ngx_fetch || { echo "NOTE fetching the .debs failed"; exit 1; }
 NGINX=${NGINX:-$DEBS/nginx/usr/sbin/nginx}
 export LD_LIBRARY_PATH=$DEBS/libluajit2-5.1-2/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 D=$(mktemp -d /tmp/ngxshared.XXXXXX)
 chmod 755 "$D"
-mkdir -p "$D/tmp"
 PID=""
 cleanup() {
     [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
@@ -28,22 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$D/nginx.conf" <<CONF
-load_module $DEBS/libnginx-mod-http-ndk/usr/lib/nginx/modules/ndk_http_module.so;
-load_module $DEBS/libnginx-mod-http-lua/usr/lib/nginx/modules/ngx_http_lua_module.so;
-worker_processes 2;
-daemon off;
-master_process on;
-pid $D/nginx.pid;
-error_log stderr warn;
-events { worker_connections 64; }
-http {
-    client_body_temp_path $D/tmp/body;
-    proxy_temp_path $D/tmp/proxy;
-    fastcgi_temp_path $D/tmp/fastcgi;
-    uwsgi_temp_path $D/tmp/uwsgi;
-    scgi_temp_path $D/tmp/scgi;
-    lua_package_path "$DEBS/lua-resty-core/usr/share/lua/5.1/?.lua;$DEBS/lua-resty-lrucache/usr/share/lua/5.1/?.lua;;";
+{ ngx_conf_head "$D" 2 64; cat <<CONF
     lua_shared_dict bench 64m;
     init_worker_by_lua_block {
         local function run(premature)
@@ -76,6 +61,7 @@ http {
     }
 }
 CONF
+} >"$D/nginx.conf"
 
 timeout -k 5 120 "$NGINX" -p "$D" -c "$D/nginx.conf" -e stderr >"$D/log" 2>&1 &
 PID=$!
