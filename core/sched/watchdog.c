@@ -138,9 +138,18 @@ void ty_interrupt_pid(ty_runtime *rt, ty_pid pid) {
   if (me == w) return;         /* it is not running: we are */
   if (me) ty__publish_all(me); /* the kill signal on its way first */
   pthread_mutex_lock(&w->wd.mu);
-  /* acquire: as the watchdog's sampling. */
+  /* acquire: as the watchdog's sampling; it also makes the running pid of
+   * resume s (stored before s) visible. */
   uint64_t s = atomic_load_explicit(&w->wd.seq, memory_order_acquire);
-  if ((s & 1) && w->wd.state == TY__WD_OK) post(w, TY_PREEMPT_KILL, s, pid);
+  /* relaxed: s's pid or a later resume's; a later one means resume s is
+   * over, and a request for it is dropped as stale (ty_preempt). */
+  ty_pid running = atomic_load_explicit(&w->wd.running, memory_order_relaxed);
+  /* Only for the target itself: the interrupt changes the hook of the
+   * worker's Lua state from this thread, which races with that worker's
+   * JIT (docs/architecture.md, "Runaway actors"). A target that is not
+   * running is ended by the kill signal before it runs again. */
+  if ((s & 1) && running == pid && w->wd.state == TY__WD_OK)
+    post(w, TY_PREEMPT_KILL, s, pid);
   pthread_mutex_unlock(&w->wd.mu);
 }
 

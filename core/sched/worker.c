@@ -157,6 +157,8 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   w->place_left = 0;  /* placement blocks never span two runs */
   ty__update_load(w); /* counts the running actor: a long run looks busy */
   uint64_t seq = 2 * w->resumes + 1;
+  /* relaxed: published by the release store of seq just below. */
+  atomic_store_explicit(&w->wd.running, a->pid, memory_order_relaxed);
   /* release: the watchdog's acquire load of this value sees w->current and
    * all this worker did before the resume (watchdog.c). */
   atomic_store_explicit(&w->wd.seq, seq, memory_order_release);

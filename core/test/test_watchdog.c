@@ -157,6 +157,39 @@ TEST_IMPL(wd_slice) {
   return 0;
 }
 
+/* Sets g_running, then spins until asked to stop (as step_coop). */
+static int step_spin(ty_actor *a) {
+  (void)a;
+  atomic_store(&g_running, 1);
+  while (!kind_here()) ty__cpu_relax();
+  atomic_fetch_add(&g_done, 1);
+  return TY_DONE;
+}
+
+/* A kill interrupts the target's worker only while the target itself runs
+ * there: the interrupt changes that worker's Lua hook from another thread,
+ * which races with its JIT (watchdog.c, ty_interrupt_pid). The call is
+ * synchronous, so the count is checked right after it. */
+TEST_IMPL(wd_kill_interrupts_only_target) {
+  reset();
+  ty_runtime *rt = start(2, 60, 5); /* no slice request in this test */
+  CHECK(rt);
+  ty_pid waiter, spinner;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &waiter), 0);
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_spin, &spinner), 0);
+  uint64_t end = ty__now_ns() + 10000000000ull;
+  while (!atomic_load(&g_running) && ty__now_ns() < end) usleep(200);
+  CHECK(atomic_load(&g_running));
+  for (int i = 0; i < 100; i++) ty_interrupt_pid(rt, waiter);
+  CHECK_EQ(atomic_load(&g_asks), 0); /* it waits: its worker is left alone */
+  ty_interrupt_pid(rt, spinner);
+  CHECK_EQ(atomic_load(&g_asks), 1);
+  CHECK(wait_for(&g_done, 1, 10)); /* the request reached the spinner */
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  return 0;
+}
+
 TEST_IMPL(wd_stale_requests) {
   reset();
   /* A slice long enough that a loaded machine still lets the actor see its
