@@ -135,7 +135,7 @@ static natsStatus bucket_in(kvStore **kv, jsCtx *js, const char *what,
  * or the bucket's creation), though the same request sent again a moment
  * later is answered at once. Leaves C.claim open (the nodes bucket, for the
  * claims) when it could. */
-static natsStatus open_quick(int replicas) {
+static void open_quick(int replicas) {
   jsOptions jo;
   N(jsOptions_Init)(&jo);
   jo.Wait = TRY_MS;
@@ -146,14 +146,15 @@ static natsStatus open_quick(int replicas) {
     s = C.claim ? NATS_OK : bucket_in(&C.claim, C.js_try, "nodes", replicas);
     if (s == NATS_OK && !names)
       s = bucket_in(&names, C.js_try, "names", replicas);
-    if (s == NATS_OK || (s != NATS_TIMEOUT && s != NATS_NO_RESPONDERS)) break;
-    uint64_t took = lc_now_ns() - t0; /* a quick "no" is not tried at once */
+    if (s == NATS_OK) break;
+    /* Tried again on errors too (a JetStream cluster still forming answers
+     * some for a moment), but a quick "no" not at once. */
+    uint64_t took = lc_now_ns() - t0;
     if (took < TRY_MS * 1000000ull)
       usleep((useconds_t)((TRY_MS * 1000000ull - took) / 1000));
     s = NATS_OK;
   }
   if (names) N(kvStore_Destroy)(names); /* later requests wait longer */
-  return s;
 }
 
 /* A JetStream cluster that has just elected its leader may time out the
@@ -176,9 +177,12 @@ static natsStatus open_kv(void) {
     int r = tries >= 10 ? 1 : replicas;
     s = C.nodes ? NATS_OK : bucket_in(&C.nodes, C.js, "nodes", r);
     if (s == NATS_OK && !C.names) s = bucket_in(&C.names, C.js, "names", r);
-    if (s == NATS_OK || tries == 11) return s;
+    if (s == NATS_OK || tries == 11) break;
     usleep(300 * 1000);
   }
+  if (s == NATS_OK && !C.claim && C.js_try) /* exists now: once more */
+    bucket_in(&C.claim, C.js_try, "nodes", replicas);
+  return s;
 }
 
 /* ---- small KV helpers ---------------------------------------------------- */

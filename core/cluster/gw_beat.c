@@ -154,10 +154,14 @@ static int raise_priority(void) {
   return old;
 }
 
+/* A greeting is a beat more, out of the schedule: moving the schedule to
+ * it would bring every node's beats into one phase (all answer the same
+ * newcomer), and a large cluster's beats would come in one burst. */
 static void *beat_main(void *arg) {
   (void)arg;
   raise_priority();
   uint64_t next = lc_now_ns(), last = 0;
+  uint64_t greet_at = 0, greeted = 0; /* greet_at: a greeting due (0: none) */
   B.hello_until = next + HELLO_NS;
   /* seq_cst: pairs with the store in lc_beat_stop. */
   while (!atomic_load(&B.stop)) {
@@ -172,22 +176,28 @@ static void *beat_main(void *arg) {
       last = now;
       publish_beat(now);
       next = now - next > LC_BEAT_NS ? now + LC_BEAT_NS : next + LC_BEAT_NS;
+      greet_at = 0; /* this one greets */
+    } else if (greet_at && now >= greet_at) {
+      publish_beat(now);
+      greeted = now;
+      greet_at = 0;
     }
     natsConnStatus st = N(natsConnection_Status)(B.nc);
     atomic_store_explicit(&B.connected, st == NATS_CONN_STATUS_CONNECTED,
                           memory_order_relaxed);
-    int64_t wait = (int64_t)((next - now) / 1000000) + 1;
+    uint64_t wake = greet_at && greet_at < next ? greet_at : next;
+    int64_t wait = wake > now ? (int64_t)((wake - now) / 1000000) + 1 : 1;
     natsMsg *m;
     natsStatus s = N(natsSubscription_NextMsg)(&m, B.sub, wait);
     if (s == NATS_OK) {
       /* A newcomer hears us at once, not up to a period later (one beat
        * more per newcomer, at most one per GREET_GAP_NS). */
       if (queue_beat(N(natsMsg_GetData)(m),
-                     (size_t)N(natsMsg_GetDataLength)(m))) {
-        uint64_t soon = last + GREET_GAP_NS;
-        now = lc_now_ns();
-        if (soon < now) soon = now;
-        if (soon < next) next = soon;
+                     (size_t)N(natsMsg_GetDataLength)(m)) &&
+          !greet_at) {
+        greet_at = lc_now_ns();
+        if (greeted && greet_at < greeted + GREET_GAP_NS)
+          greet_at = greeted + GREET_GAP_NS;
       }
       N(natsMsg_Destroy)(m);
     } else if (s != NATS_TIMEOUT && s != NATS_SLOW_CONSUMER) {
