@@ -150,6 +150,11 @@ void lc_kv_drop_pid(ty_pid pid);
 /* Connects the control connection and claims this node's name and an id;
  * fills lc_sh.id. 0, or -1 with the reason in err. */
 int lc_ctl_join(const char *url, char *err, size_t errlen);
+/* gw_beat.c: does a node beat under `subject` (tycho.<cluster>.hb.<name>,
+ * or hb.* for all) within 600 ms, longer than the silence that makes a node
+ * down? Collects the ids it hears into ids[] (when given). */
+bool lc_beats_heard(natsConnection *nc, const char *subject, unsigned *ids,
+                    size_t *nids);
 /* Starts the control thread (after the runtime exists). */
 void lc_ctl_start(void);
 /* Gives the names and the node name back and closes (after the gateway

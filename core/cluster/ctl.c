@@ -29,7 +29,10 @@
 #include "cluster.h"
 
 #define OP_WAIT_MS 2000
-#define BEAT_LISTEN_MS 600 /* > the 500 ms of silence that means "down" */
+/* The join's requests wait TRY_MS during its first QUICK_MS (open_quick) */
+#define TRY_MS 100
+#define QUICK_MS 3000
+#define JOIN_MS 10000
 #define SWEEP_MS 250
 
 typedef struct job {
@@ -48,8 +51,10 @@ typedef struct owned { /* a global name a local actor holds */
 
 static struct {
   natsConnection *nc;
-  jsCtx *js;
+  jsCtx *js, *js_try;
   kvStore *nodes, *names;
+  kvStore *claim; /* the nodes bucket with TRY_MS waits, for the join */
+  uint64_t quick_end, join_end;
   uint64_t claim_rev, id_rev;
   char claim_key[96], id_key[32];
   pthread_t thread;
@@ -111,7 +116,8 @@ static int known_servers(void) {
 
 /* replicas: 3 on a NATS cluster (a bucket outlives the loss of a server;
  * JetStream's quorum decides every write), 1 on one server. */
-static natsStatus bucket(kvStore **kv, const char *what, int replicas) {
+static natsStatus bucket_in(kvStore **kv, jsCtx *js, const char *what,
+                            int replicas) {
   char name[128];
   snprintf(name, sizeof name, "tycho_%s_%s", lc_sh.cluster, what);
   kvConfig kc;
@@ -119,7 +125,36 @@ static natsStatus bucket(kvStore **kv, const char *what, int replicas) {
   kc.Bucket = name;
   kc.History = 1;
   kc.Replicas = replicas;
-  return N(js_CreateKeyValue)(kv, C.js, &kc);
+  return N(js_CreateKeyValue)(kv, js, &kc);
+}
+
+/* Requests that wait TRY_MS, tried again while QUICK_MS last: a JetStream
+ * request sent while its stream is being created (16 nodes starting at
+ * once on a new cluster) may get no answer at all, and cost its whole wait
+ * (measured: 2.0 s, OP_WAIT_MS, for 14 of 16 nodes, on their first KV write
+ * or the bucket's creation), though the same request sent again a moment
+ * later is answered at once. Leaves C.claim open (the nodes bucket, for the
+ * claims) when it could. */
+static void open_quick(int replicas) {
+  jsOptions jo;
+  N(jsOptions_Init)(&jo);
+  jo.Wait = TRY_MS;
+  natsStatus s = N(natsConnection_JetStream)(&C.js_try, C.nc, &jo);
+  kvStore *names = NULL;
+  for (uint64_t end = lc_now_ns() + QUICK_MS * 1000000ull, t0;
+       s == NATS_OK && (t0 = lc_now_ns()) < end;) {
+    s = C.claim ? NATS_OK : bucket_in(&C.claim, C.js_try, "nodes", replicas);
+    if (s == NATS_OK && !names)
+      s = bucket_in(&names, C.js_try, "names", replicas);
+    if (s == NATS_OK) break;
+    /* Tried again on errors too (a JetStream cluster still forming answers
+     * some for a moment), but a quick "no" not at once. */
+    uint64_t took = lc_now_ns() - t0;
+    if (took < TRY_MS * 1000000ull)
+      usleep((useconds_t)((TRY_MS * 1000000ull - took) / 1000));
+    s = NATS_OK;
+  }
+  if (names) N(kvStore_Destroy)(names); /* later requests wait longer */
 }
 
 /* A JetStream cluster that has just elected its leader may time out the
@@ -131,19 +166,23 @@ static natsStatus open_kv(void) {
   jo.Wait = OP_WAIT_MS;
   natsStatus s = N(natsConnection_JetStream)(&C.js, C.nc, &jo);
   if (s != NATS_OK) return s;
+  int replicas = known_servers() >= 3 ? 3 : 1;
+  open_quick(replicas); /* then the buckets exist: the loop is quick */
   /* On a cluster the last tries take one replica: a bucket made with one
    * by an older version (or servers without room) still opens. Not too
    * early: a JetStream cluster just formed, on a loaded machine, times out
    * its first stream creations for seconds, and a bucket of one replica
    * is lost with its server. */
-  int replicas = known_servers() >= 3 ? 3 : 1;
   for (int tries = 0;; tries++) {
     int r = tries >= 10 ? 1 : replicas;
-    s = C.nodes ? NATS_OK : bucket(&C.nodes, "nodes", r);
-    if (s == NATS_OK && !C.names) s = bucket(&C.names, "names", r);
-    if (s == NATS_OK || tries == 11) return s;
+    s = C.nodes ? NATS_OK : bucket_in(&C.nodes, C.js, "nodes", r);
+    if (s == NATS_OK && !C.names) s = bucket_in(&C.names, C.js, "names", r);
+    if (s == NATS_OK || tries == 11) break;
     usleep(300 * 1000);
   }
+  if (s == NATS_OK && !C.claim && C.js_try) /* exists now: once more */
+    bucket_in(&C.claim, C.js_try, "nodes", replicas);
+  return s;
 }
 
 /* ---- small KV helpers ---------------------------------------------------- */
@@ -171,64 +210,81 @@ static natsStatus kv_get(kvStore *kv, const char *key, char *val, size_t cap,
 
 /* ---- claiming the node's name and an id ---------------------------------- */
 
-/* Does a node beat under `subject` within the listening time? Collects the
- * ids it hears into ids[] (when given). */
-static bool hear_beats(const char *subject, unsigned *ids, size_t *nids) {
-  natsSubscription *sub;
-  if (N(natsConnection_SubscribeSync)(&sub, C.nc, subject) != NATS_OK)
-    return false;
-  bool heard = false;
-  uint64_t end = lc_now_ns() + BEAT_LISTEN_MS * 1000000ull;
-  for (uint64_t now; (now = lc_now_ns()) < end;) {
-    natsMsg *m;
-    int64_t left = (int64_t)((end - now) / 1000000) + 1;
-    if (N(natsSubscription_NextMsg)(&m, sub, left) != NATS_OK) break;
-    const char *d = N(natsMsg_GetData)(m);
-    uint32_t id, flags;
-    if (N(natsMsg_GetDataLength)(m) >= 28 && memcmp(d, "TYHB", 4) == 0) {
-      memcpy(&id, d + 4, 4);
-      memcpy(&flags, d + 16, 4);
-      if (!(flags & 1)) { /* not a goodbye */
-        heard = true;
-        if (ids && *nids < TY_MAX_NODES) ids[(*nids)++] = id;
-      }
-    }
-    N(natsMsg_Destroy)(m);
-    if (heard && !ids) break;
-  }
-  N(natsSubscription_Unsubscribe)(sub);
-  N(natsSubscription_Destroy)(sub);
-  return heard;
+/* A request of the join without an answer is tried again until JOIN_MS.
+ * A write may have been done all the same: the claims take a key that
+ * holds their own nonce as theirs. */
+static bool try_again(natsStatus s) {
+  if (s != NATS_TIMEOUT && s != NATS_NO_RESPONDERS) return false;
+  if (s == NATS_NO_RESPONDERS) usleep(TRY_MS * 1000 / 4); /* may be quick */
+  return lc_now_ns() < C.join_end;
+}
+
+static kvStore *claim_kv(void) {
+  return C.claim && lc_now_ns() < C.quick_end ? C.claim : C.nodes;
 }
 
 static int claim_name(char *err, size_t errlen) {
   char val[32], old[64];
   snprintf(val, sizeof val, "%016" PRIx64, lc_sh.nonce);
   snprintf(C.claim_key, sizeof C.claim_key, "node.%s", lc_sh.name);
-  for (int tries = 0; tries < 3; tries++) {
-    natsStatus s = N(kvStore_Create)(&C.claim_rev, C.nodes, C.claim_key, val,
+  for (int tries = 0; tries < 3;) {
+    natsStatus s = N(kvStore_Create)(&C.claim_rev, claim_kv(), C.claim_key, val,
                                      (int)strlen(val));
     if (s == NATS_OK) return 0;
+    if (try_again(s)) continue;
     uint64_t rev = 0;
-    s = kv_get(C.nodes, C.claim_key, old, sizeof old, &rev);
-    if (s == NATS_NOT_FOUND && !rev) continue; /* gone meanwhile: Create */
+    s = kv_get(claim_kv(), C.claim_key, old, sizeof old, &rev);
+    if (try_again(s)) continue;
+    tries++;
+    if (s == NATS_NOT_FOUND && !rev) continue;   /* gone meanwhile: Create */
+    if (s == NATS_OK && strcmp(old, val) == 0) { /* ours, answer lost */
+      C.claim_rev = rev;
+      return 0;
+    }
     if (s == NATS_OK && old[0]) {
       /* Held: by a live node unless nobody beats under that name. */
       char subject[200];
       snprintf(subject, sizeof subject, "tycho.%s.hb.%s", lc_sh.cluster,
                lc_sh.name);
-      if (hear_beats(subject, NULL, NULL)) break;
+      if (lc_beats_heard(C.nc, subject, NULL, NULL)) break;
     } else if (s != NATS_OK && s != NATS_NOT_FOUND) {
       snprintf(err, errlen, "cannot claim the node name: %s",
                N(natsStatus_GetText)(s));
       return -1;
     }
-    if (N(kvStore_Update)(&C.claim_rev, C.nodes, C.claim_key, val,
+    if (N(kvStore_Update)(&C.claim_rev, claim_kv(), C.claim_key, val,
                           (int)strlen(val), rev) == NATS_OK)
       return 0;
   }
   snprintf(err, errlen, "node name \"%s\" is already live", lc_sh.name);
   return -1;
+}
+
+/* Takes id.<id> for our nonce: with Create (exactly one contender wins), or
+ * over an incarnation that is not beating once the counter wrapped around
+ * (compare and set). */
+static bool claim_id_key(unsigned id, bool wrapped) {
+  char nonce[32], old[64];
+  snprintf(nonce, sizeof nonce, "%016" PRIx64, lc_sh.nonce);
+  snprintf(C.id_key, sizeof C.id_key, "id.%u", id);
+  for (;;) {
+    C.id_rev = 0;
+    natsStatus s = N(kvStore_Create)(&C.id_rev, claim_kv(), C.id_key, nonce,
+                                     (int)strlen(nonce));
+    if (s == NATS_OK) return true;
+    if (try_again(s)) continue;
+    uint64_t orev = 0;
+    s = kv_get(claim_kv(), C.id_key, old, sizeof old, &orev);
+    if (try_again(s)) continue;
+    if (s == NATS_OK && strcmp(old, nonce) == 0) { /* ours, answer lost */
+      C.id_rev = orev;
+      return true;
+    }
+    if (!wrapped) return false; /* a twin: the next id */
+    return (s == NATS_OK || s == NATS_NOT_FOUND) && orev &&
+           N(kvStore_Update)(&C.id_rev, claim_kv(), C.id_key, nonce,
+                             (int)strlen(nonce), orev) == NATS_OK;
+  }
 }
 
 /* The next id from the counter (compare and set); once it wrapped around,
@@ -240,20 +296,22 @@ static int claim_id(char *err, size_t errlen) {
   for (unsigned tries = 0; tries < 4 * TY_MAX_NODES; tries++) {
     char val[32];
     uint64_t rev = 0, next = 0;
-    natsStatus s = kv_get(C.nodes, "next_id", val, sizeof val, &rev);
+    natsStatus s = kv_get(claim_kv(), "next_id", val, sizeof val, &rev);
+    if (try_again(s)) continue;
     if (s == NATS_OK) next = strtoull(val, NULL, 10);
     else if (s != NATS_NOT_FOUND) break;
     snprintf(val, sizeof val, "%" PRIu64, next + 1);
-    s = rev ? N(kvStore_Update)(NULL, C.nodes, "next_id", val, (int)strlen(val),
-                                rev)
-            : N(kvStore_Create)(NULL, C.nodes, "next_id", val,
+    /* (a write whose answer was lost skips an id: harmless) */
+    s = rev ? N(kvStore_Update)(NULL, claim_kv(), "next_id", val,
+                                (int)strlen(val), rev)
+            : N(kvStore_Create)(NULL, claim_kv(), "next_id", val,
                                 (int)strlen(val));
     if (s != NATS_OK) continue; /* another node won this round */
     unsigned id = (unsigned)(next % (TY_MAX_NODES - 1)) + 1;
     if (next >= TY_MAX_NODES - 1 && !listened) {
       char subject[200];
       snprintf(subject, sizeof subject, "tycho.%s.hb.*", lc_sh.cluster);
-      hear_beats(subject, live, &nlive);
+      lc_beats_heard(C.nc, subject, live, &nlive);
       listened = true;
     }
     bool taken = false;
@@ -262,23 +320,8 @@ static int claim_id(char *err, size_t errlen) {
     /* The counter alone gave two joining nodes one id (16 nodes started at
      * once on three servers: "9" and "10" stored twice in next_id; each
      * pair of twins then saw neither the other nor most nodes). So the id
-     * is claimed too, with Create (exactly one contender wins); an id key
-     * left by an incarnation that is not beating is taken over once the
-     * counter wrapped around (compare and set). */
-    char nonce[32], old[64];
-    snprintf(nonce, sizeof nonce, "%016" PRIx64, lc_sh.nonce);
-    snprintf(C.id_key, sizeof C.id_key, "id.%u", id);
-    C.id_rev = 0;
-    if (N(kvStore_Create)(&C.id_rev, C.nodes, C.id_key, nonce,
-                          (int)strlen(nonce)) != NATS_OK) {
-      uint64_t orev = 0;
-      if (next < TY_MAX_NODES - 1) continue; /* a twin: the next id */
-      s = kv_get(C.nodes, C.id_key, old, sizeof old, &orev);
-      if ((s != NATS_OK && s != NATS_NOT_FOUND) || !orev ||
-          N(kvStore_Update)(&C.id_rev, C.nodes, C.id_key, nonce,
-                            (int)strlen(nonce), orev) != NATS_OK)
-        continue;
-    }
+     * is claimed too. */
+    if (!claim_id_key(id, next >= TY_MAX_NODES - 1)) continue;
     lc_sh.id = id;
     return 0;
   }
@@ -286,7 +329,15 @@ static int claim_id(char *err, size_t errlen) {
   return -1;
 }
 
+static void close_try(void) { /* later requests wait longer */
+  if (C.claim) N(kvStore_Destroy)(C.claim);
+  if (C.js_try) N(jsCtx_Destroy)(C.js_try);
+  C.claim = NULL;
+  C.js_try = NULL;
+}
+
 static void close_ctl(void) {
+  close_try();
   if (C.names) N(kvStore_Destroy)(C.names);
   if (C.nodes) N(kvStore_Destroy)(C.nodes);
   if (C.js) N(jsCtx_Destroy)(C.js);
@@ -316,10 +367,13 @@ int lc_ctl_join(const char *url, char *err, size_t errlen) {
     return -1;
   }
   C.claim_rev = 0;
+  C.quick_end = lc_now_ns() + QUICK_MS * 1000000ull;
+  C.join_end = lc_now_ns() + JOIN_MS * 1000000ull;
   if (claim_name(err, errlen) || claim_id(err, errlen)) {
     close_ctl();
     return -1;
   }
+  close_try();
   return 0;
 }
 

@@ -361,6 +361,9 @@ void lc_gw_start(ty_runtime *rt) {
   g->next_tick = now + LC_TICK_NS;
   g->next_sweep = now + 1000 * 1000000ull;
   lc_nodes_publish(g);
+  /* Our service list (none yet) before our first beat: the nodes that hear
+   * that beat then count us up without asking for it (gw_peers.c). */
+  lc_announce(g);
   lc_peers_beat(g, false);
   lc_beat_start(); /* its first beat at once: others may wait for us */
   if (pthread_create(&g->thread, NULL, gw_main, g))

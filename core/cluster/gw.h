@@ -227,7 +227,11 @@ uint64_t lc_beat_echo_ns(void);
 
 /* gw_peers.c */
 /* A heartbeat's bytes into buf (LC_BEAT_MAX); returns its length. */
-int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver, bool bye);
+/* flags: LC_BEAT_BYE, the goodbye; LC_BEAT_HELLO, a node's first beats
+ * (gw_beat.c: the others answer with a beat at once). */
+#define LC_BEAT_BYE 1u
+#define LC_BEAT_HELLO 2u
+int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver, uint32_t flags);
 lc_peer *lc_peer_of(lc_gw *g, unsigned id); /* a stub on first contact */
 /* A stub learns its name (from a frame's prefix or a heartbeat). */
 void lc_peer_named(lc_gw *g, lc_peer *p, const char *name, size_t len);

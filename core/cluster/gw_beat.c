@@ -21,6 +21,13 @@
  * the service list's version) is read from atomics the gateway writes. The
  * goodbye stays on the data connection (subject bye.<node>): it must come
  * after the last data the node sent.
+ *
+ * A node's beats of its first 250 ms say hello: every other node answers
+ * the first of them with a beat of its own at once, so that the newcomer,
+ * which counts a node up once it heard it beat, does not wait up to a
+ * period for each (docs/cluster.md, "Growing"). The control connection
+ * listens for beats here too while the node claims its name and id
+ * (lc_beats_heard).
  */
 #include <errno.h>
 #include <string.h>
@@ -31,7 +38,10 @@
 #include "base/log.h"
 #include "gw.h"
 
+#define BEAT_LISTEN_MS 600 /* > the 500 ms of silence that means "down" */
 #define QUEUE_MAX 4096 /* beats held for the gateway (the oldest go first) */
+#define GREET_GAP_NS (10 * 1000000ull) /* beats for newcomers: this far apart */
+#define HELLO_NS (250 * 1000000ull)    /* our first beats say hello this long */
 
 typedef struct beat_in {
   uint64_t at; /* lc_now_ns() when it arrived */
@@ -59,6 +69,10 @@ static struct {
   beat_in *q;
   size_t head, n;
   char subject[200];
+  uint64_t hello_until; /* this thread's alone */
+  /* The incarnation (nonce) last heard beating under each node id: this
+   * thread's alone. */
+  uint64_t heard[TY_MAX_NODES];
 } B = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void lc_beat_set(uint32_t epoch, uint32_t svc_ver) {
@@ -66,12 +80,12 @@ void lc_beat_set(uint32_t epoch, uint32_t svc_ver) {
   atomic_store_explicit(&B.svc_ver, svc_ver, memory_order_relaxed);
 }
 
-static void publish_beat(void) {
+static void publish_beat(uint64_t now) {
   char buf[LC_BEAT_MAX];
   int len =
       lc_beat_encode(buf, atomic_load_explicit(&B.epoch, memory_order_relaxed),
                      atomic_load_explicit(&B.svc_ver, memory_order_relaxed),
-                     false);
+                     now < B.hello_until ? LC_BEAT_HELLO : 0);
   N(natsConnection_Publish)(B.nc, B.subject, buf, len);
 }
 
@@ -86,11 +100,29 @@ static bool own_echo(const char *d, size_t len) {
   return id == lc_sh.id && nonce == lc_sh.nonce;
 }
 
-static void queue_beat(const char *d, size_t len) {
-  if (len > LC_BEAT_MAX) return;
+/* A node that just joined (its first beats say hello) and that we have not
+ * greeted yet: it counts another node up once it heard that node beat
+ * (gw_peers.c), and our next beat is up to a period away. It subscribed to
+ * the beats before it sent its first, so a beat of ours published now
+ * reaches it. */
+static bool newcomer(const char *d) {
+  uint32_t id, flags;
+  uint64_t nonce;
+  memcpy(&id, d + 4, 4);
+  memcpy(&flags, d + 16, 4);
+  memcpy(&nonce, d + 20, 8);
+  if (id >= TY_MAX_NODES || !(flags & LC_BEAT_HELLO) || B.heard[id] == nonce)
+    return false;
+  B.heard[id] = nonce;
+  return true;
+}
+
+/* Queues a beat for the gateway; true if a newcomer's (to greet). */
+static bool queue_beat(const char *d, size_t len) {
+  if (len > LC_BEAT_MAX || len < 28 || memcmp(d, "TYHB", 4) != 0) return false;
   if (own_echo(d, len)) {
     atomic_store_explicit(&B.echo_ns, lc_now_ns(), memory_order_relaxed);
-    return;
+    return false;
   }
   pthread_mutex_lock(&B.mu);
   if (B.n == QUEUE_MAX) { /* the gateway is far behind: keep the newest */
@@ -102,6 +134,7 @@ static void queue_beat(const char *d, size_t len) {
   b->len = (uint32_t)len;
   memcpy(b->data, d, len);
   pthread_mutex_unlock(&B.mu);
+  return newcomer(d);
 }
 
 /* The beats' threads (this one, and nats.c's reader of the heartbeat
@@ -121,10 +154,15 @@ static int raise_priority(void) {
   return old;
 }
 
+/* A greeting is a beat more, out of the schedule: moving the schedule to
+ * it would bring every node's beats into one phase (all answer the same
+ * newcomer), and a large cluster's beats would come in one burst. */
 static void *beat_main(void *arg) {
   (void)arg;
   raise_priority();
   uint64_t next = lc_now_ns(), last = 0;
+  uint64_t greet_at = 0, greeted = 0; /* greet_at: a greeting due (0: none) */
+  B.hello_until = next + HELLO_NS;
   /* seq_cst: pairs with the store in lc_beat_stop. */
   while (!atomic_load(&B.stop)) {
     uint64_t now = lc_now_ns();
@@ -136,17 +174,31 @@ static void *beat_main(void *arg) {
                  "cluster: our heartbeat went out %.2f s after the last",
                  (double)(now - last) * 1e-9);
       last = now;
-      publish_beat();
+      publish_beat(now);
       next = now - next > LC_BEAT_NS ? now + LC_BEAT_NS : next + LC_BEAT_NS;
+      greet_at = 0; /* this one greets */
+    } else if (greet_at && now >= greet_at) {
+      publish_beat(now);
+      greeted = now;
+      greet_at = 0;
     }
     natsConnStatus st = N(natsConnection_Status)(B.nc);
     atomic_store_explicit(&B.connected, st == NATS_CONN_STATUS_CONNECTED,
                           memory_order_relaxed);
-    int64_t wait = (int64_t)((next - now) / 1000000) + 1;
+    uint64_t wake = greet_at && greet_at < next ? greet_at : next;
+    int64_t wait = wake > now ? (int64_t)((wake - now) / 1000000) + 1 : 1;
     natsMsg *m;
     natsStatus s = N(natsSubscription_NextMsg)(&m, B.sub, wait);
     if (s == NATS_OK) {
-      queue_beat(N(natsMsg_GetData)(m), (size_t)N(natsMsg_GetDataLength)(m));
+      /* A newcomer hears us at once, not up to a period later (one beat
+       * more per newcomer, at most one per GREET_GAP_NS). */
+      if (queue_beat(N(natsMsg_GetData)(m),
+                     (size_t)N(natsMsg_GetDataLength)(m)) &&
+          !greet_at) {
+        greet_at = lc_now_ns();
+        if (greeted && greet_at < greeted + GREET_GAP_NS)
+          greet_at = greeted + GREET_GAP_NS;
+      }
       N(natsMsg_Destroy)(m);
     } else if (s != NATS_TIMEOUT && s != NATS_SLOW_CONSUMER) {
       struct timespec ts = {0, 10 * 1000 * 1000}; /* closed: do not spin */
@@ -192,6 +244,7 @@ int lc_beat_connect(const char *url, const char *prefix, char *err,
                     size_t errlen) {
   B.q = ty__xcalloc(QUEUE_MAX, sizeof *B.q);
   B.head = B.n = 0;
+  memset(B.heard, 0, sizeof B.heard);
   atomic_store_explicit(&B.stop, false, memory_order_relaxed);
   atomic_store_explicit(&B.reconnects, 0, memory_order_relaxed);
   atomic_store_explicit(&B.connected, true, memory_order_relaxed);
@@ -267,4 +320,35 @@ void lc_beat_stop(void) {
   B.q = NULL;
   B.head = B.n = 0;
   pthread_mutex_unlock(&B.mu);
+}
+
+/* ---- listening (the control connection's, while it joins: ctl.c) ------- */
+
+bool lc_beats_heard(natsConnection *nc, const char *subject, unsigned *ids,
+                    size_t *nids) {
+  natsSubscription *sub;
+  if (N(natsConnection_SubscribeSync)(&sub, nc, subject) != NATS_OK)
+    return false;
+  bool heard = false;
+  uint64_t end = lc_now_ns() + BEAT_LISTEN_MS * 1000000ull;
+  for (uint64_t now; (now = lc_now_ns()) < end;) {
+    natsMsg *m;
+    int64_t left = (int64_t)((end - now) / 1000000) + 1;
+    if (N(natsSubscription_NextMsg)(&m, sub, left) != NATS_OK) break;
+    const char *d = N(natsMsg_GetData)(m);
+    uint32_t id, flags;
+    if (N(natsMsg_GetDataLength)(m) >= 28 && memcmp(d, "TYHB", 4) == 0) {
+      memcpy(&id, d + 4, 4);
+      memcpy(&flags, d + 16, 4);
+      if (!(flags & LC_BEAT_BYE)) {
+        heard = true;
+        if (ids && *nids < TY_MAX_NODES) ids[(*nids)++] = id;
+      }
+    }
+    N(natsMsg_Destroy)(m);
+    if (heard && !ids) break;
+  }
+  N(natsSubscription_Unsubscribe)(sub);
+  N(natsSubscription_Destroy)(sub);
+  return heard;
 }

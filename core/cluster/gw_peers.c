@@ -23,7 +23,6 @@
 
 #define BEAT_MAGIC "TYHB"
 #define BEAT_FIXED 28 /* magic, id, epoch, svc_ver, flags, nonce */
-#define BEAT_BYE 1
 #define REQ_AGAIN_NS (200 * 1000000ull)
 
 static void put32(char *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -148,14 +147,15 @@ void lc_peer_down(lc_gw *g, lc_peer *p) {
 
 /* ---- heartbeats --------------------------------------------------------- */
 
-int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver, bool bye) {
+int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver,
+                   uint32_t flags) {
   size_t len = strlen(lc_sh.name);
   if (len > LC_BEAT_MAX - BEAT_FIXED) len = LC_BEAT_MAX - BEAT_FIXED;
   memcpy(buf, BEAT_MAGIC, 4);
   put32(buf + 4, lc_sh.id);
   put32(buf + 8, epoch);
   put32(buf + 12, svc_ver);
-  put32(buf + 16, bye ? BEAT_BYE : 0);
+  put32(buf + 16, flags);
   memcpy(buf + 20, &lc_sh.nonce, 8);
   memcpy(buf + BEAT_FIXED, lc_sh.name, len);
   return (int)(BEAT_FIXED + len);
@@ -167,7 +167,7 @@ void lc_peers_beat(lc_gw *g, bool bye) {
     return;
   }
   char buf[LC_BEAT_MAX], subject[200];
-  int len = lc_beat_encode(buf, g->epoch, g->svc_ver, true);
+  int len = lc_beat_encode(buf, g->epoch, g->svc_ver, LC_BEAT_BYE);
   snprintf(subject, sizeof subject, "%sbye.%s", g->prefix, lc_sh.name);
   lc_gw_publish(g, subject, buf, len);
 }
@@ -210,7 +210,7 @@ void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at) {
   if (id == lc_sh.id) return; /* our own */
   lc_peer *p = beat_peer(g, id, data + BEAT_FIXED, len - BEAT_FIXED, nonce);
   if (!p) return;
-  if (get32(data + 16) & BEAT_BYE) {
+  if (get32(data + 16) & LC_BEAT_BYE) {
     lc_peer_down(g, p);
     return;
   }
@@ -220,6 +220,9 @@ void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at) {
     p->beating = true;
     p->epoch = epoch;
     ty_node_set_live(g->rt, id, true);
+    /* It needs our service list to count us up: it comes unasked, a round
+     * trip sooner (with our beat, gw_beat.c: newcomer). */
+    if (p->subject[0]) lc_announce_to(g, p);
   } else if (epoch != p->epoch) {
     /* It reconnected: what it sent or was sent meanwhile may be lost. */
     p->epoch = epoch;
