@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "io/io.h"
 #include "sched/ty.h"
 
 #define SPAWN_N 100000
@@ -317,6 +318,10 @@ int main(int argc, char **argv) {
     ty_config_init(&cfg);
     const char *env = getenv("WORKERS");
     cfg.workers = env ? (unsigned)atoi(env) : 2;
+    /* TYCHO_IO=epoll as for the launcher: valgrind (the instruction counts
+     * of docs/performance.md) cannot follow a worker parked in io_uring. */
+    const char *io = getenv("TYCHO_IO");
+    if (io && (cfg.io = ty__io_kind_parse(io)) < 0) return 2;
     if (ty_runtime_new(&cfg, &ops, NULL, &g_rt)) return 1;
     g_main_step = w[i].fn;
     double c0 = cpu_s();

@@ -47,15 +47,6 @@ static void make_ready(ty_worker *w, ty_actor *a, bool lifo) {
   w->lifo = a;
 }
 
-void ty__update_load(ty_worker *w) {
-  uint64_t load = w->ready_len + ty__spawnq_len(&w->spawnq) +
-                  (w->lifo ? 1 : 0) + (w->current ? 1 : 0);
-  /* relaxed: a placement hint; only the owner writes it. Skip unchanged
-   * values so that readers' copies of the line stay valid. */
-  if (atomic_load_explicit(&w->load, memory_order_relaxed) != load)
-    atomic_store_explicit(&w->load, load, memory_order_relaxed);
-}
-
 /* ---- mesh -------------------------------------------------------------- */
 
 /* Endpoint `to` of the mesh is a worker, or the port (index rt->n). */
@@ -154,11 +145,28 @@ static void deliver_node(ty_worker *w, ty__node *n) {
   }
 }
 
-bool ty__drain_mesh(ty_worker *w) {
+/* Has the ring from -> to anything to take? As the first half of
+ * ty__mesh_drain (the consumer's head and tail cache), without the copy. */
+static inline bool mesh_ready(ty__mesh *m, unsigned to, unsigned from) {
+  ty__ring *r = ty__mesh_ring(m, from, to);
+  /* relaxed: only this thread stores head, so it reads its own last store. */
+  uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  if (r->tail_cache != h) return true;
+  /* acquire: as in ty__mesh_drain, which reads the slots up to this tail
+   * (pairs with the release in ty__mesh_publish). */
+  r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+  return r->tail_cache != h;
+}
+
+/* Drains the rings from `first` on (the ones before it were empty). Out of
+ * line: its batch buffer and saved registers cost a turn that finds every
+ * ring empty (the common case on one worker) some 15 instructions. */
+static __attribute__((noinline)) bool drain_mesh_from(ty_worker *w,
+                                                      unsigned first) {
   ty_runtime *rt = w->rt;
   ty__node *buf[MESH_BATCH];
   size_t total = 0;
-  for (unsigned from = 0; from < rt->mesh.n; from++) { /* the port too */
+  for (unsigned from = first; from < rt->mesh.n; from++) { /* the port too */
     if (from == w->id) continue;
     size_t got = ty__mesh_drain(&rt->mesh, w->id, from, buf, MESH_BATCH);
     for (size_t i = 0; i < got; i++) deliver_node(w, buf[i]);
@@ -166,6 +174,15 @@ bool ty__drain_mesh(ty_worker *w) {
   }
   if (total) TY__STAT_ADD(w, mesh_received, total);
   return total != 0;
+}
+
+bool ty__drain_mesh(ty_worker *w) {
+  ty__mesh *m = &w->rt->mesh;
+  for (unsigned from = 0; from < m->n; from++) { /* the port too */
+    if (from != w->id && mesh_ready(m, w->id, from))
+      return drain_mesh_from(w, from);
+  }
+  return false;
 }
 
 void ty__drain_inbox(ty_worker *w) {
@@ -212,7 +229,19 @@ static void log_mbox(ty_worker *w, ty_actor *a, const char *what) {
   ty__log_end(&e);
 }
 
-/* After an append: high-water marks, the warning, the full flag. */
+/* The next length at which an append calls mbox_grew: one past the
+ * high-water mark, the warning mark while not warned, the limit while not
+ * full (the limits are fixed once the runtime starts). */
+static void set_mark(ty_actor *a, const ty_config *c) {
+  const ty_mailbox *mb = &a->mbox;
+  uint32_t mark = mb->hwm + 1 ? mb->hwm + 1 : mb->hwm;
+  if (!mb->warned && c->mbox_warn < mark) mark = c->mbox_warn;
+  if (!mb->full && c->mbox_max < mark) mark = c->mbox_max;
+  a->mbox_mark = mark;
+}
+
+/* After an append that reached the actor's mark or half the bytes limit:
+ * high-water marks, the warning, the full flag. */
 static void mbox_grew(ty_worker *w, ty_actor *a) {
   ty_mailbox *mb = &a->mbox;
   const ty_config *c = &w->rt->cfg;
@@ -232,6 +261,7 @@ static void mbox_grew(ty_worker *w, ty_actor *a) {
     set_full(w, a, true);
     log_mbox(w, a, "mailbox full: sends to it fail");
   }
+  set_mark(a, c);
 }
 
 static void mbox_shrank(ty_worker *w, ty_actor *a) {
@@ -243,22 +273,31 @@ static void mbox_shrank(ty_worker *w, ty_actor *a) {
   if (mb->full && mb->len < c->mbox_max - c->mbox_max / 8 &&
       mb->bytes < c->mbox_max_bytes - c->mbox_max_bytes / 8)
     set_full(w, a, false);
+  set_mark(a, c);
 }
 
-void ty__mbox_append(ty_worker *w, ty_actor *a, ty_msg *m) {
+/* The append of every delivery, inlined there (issue 21's per-message
+ * cost: docs/performance.md, "C ring hop, one worker"). One compare of the
+ * length against the actor's mark and one of the bytes against half the
+ * bytes limit (where the warning starts) stand for the four marks. */
+static inline void mbox_append(ty_worker *w, ty_actor *a, ty_msg *m) {
   m->node.next = NULL;
   if (a->mbox.tail) a->mbox.tail->node.next = &m->node;
   else a->mbox.head = m;
   a->mbox.tail = m;
   a->mbox.len++;
-  a->mbox.signals += m->kind >= TY_MSG_SIGNAL;
-  a->mbox.bytes += msg_bytes(m);
+  if (ty__unlikely(m->kind >= TY_MSG_SIGNAL)) a->mbox.signals++;
+  uint64_t bytes = msg_bytes(m);
+  a->mbox.bytes += bytes;
   TY__STAT_ADD(w, mailbox, 1);
-  TY__STAT_ADD(w, mailbox_bytes, msg_bytes(m));
-  const ty_config *c = &w->rt->cfg;
-  if (a->mbox.len > a->mbox.hwm || a->mbox.len >= c->mbox_warn ||
-      a->mbox.len >= c->mbox_max || a->mbox.bytes >= c->mbox_max_bytes / 2)
+  TY__STAT_ADD(w, mailbox_bytes, bytes);
+  if (ty__unlikely(a->mbox.len >= a->mbox_mark ||
+                   a->mbox.bytes >= w->mbox_half_bytes))
     mbox_grew(w, a);
+}
+
+void ty__mbox_append(ty_worker *w, ty_actor *a, ty_msg *m) {
+  mbox_append(w, a, m);
 }
 
 void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
@@ -268,13 +307,14 @@ void ty_mbox_remove(ty_actor *a, ty_msg *prev, ty_msg *m) {
   else a->mbox.head = next;
   if (a->mbox.tail == m) a->mbox.tail = prev;
   a->mbox.len--;
-  a->mbox.signals -= m->kind >= TY_MSG_SIGNAL;
-  a->mbox.bytes -= msg_bytes(m);
+  if (ty__unlikely(m->kind >= TY_MSG_SIGNAL)) a->mbox.signals--;
+  uint64_t bytes = msg_bytes(m);
+  a->mbox.bytes -= bytes;
   m->node.next = NULL;
   ty_worker *w = ty__tls_worker;
   TY__STAT_ADD(w, mailbox, (uint64_t)-1);
-  TY__STAT_ADD(w, mailbox_bytes, (uint64_t)0 - msg_bytes(m));
-  if (a->mbox.warned || a->mbox.full) mbox_shrank(w, a);
+  TY__STAT_ADD(w, mailbox_bytes, (uint64_t)0 - bytes);
+  if (ty__unlikely(a->mbox.warned || a->mbox.full)) mbox_shrank(w, a);
 }
 
 /* ---- delivery ---------------------------------------------------------- */
@@ -311,7 +351,7 @@ void ty__deliver_to(ty_worker *w, ty_actor *a, ty_msg *m, bool from_running) {
       m->kind < TY_MSG_SIGNAL && !a->awaited) {
     a->awaited = m; /* the reply a call waits for: no mailbox scan */
   } else {
-    ty__mbox_append(w, a, m);
+    mbox_append(w, a, m);
     /* A flood from an actor of this worker: let the receiver drain it
      * (the sender yields; the receiver sits in the LIFO slot). */
     if (from_running && a->mbox.len >= SEND_YIELD_MARK)

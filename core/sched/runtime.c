@@ -53,6 +53,7 @@ static int init_worker(ty_runtime *rt, ty_worker *w, unsigned id) {
   memset(w, 0, sizeof *w);
   w->rt = rt;
   w->id = id;
+  w->mbox_half_bytes = rt->cfg.mbox_max_bytes / 2;
   w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (w->wake_fd < 0) return -errno;
   w->gq_interval = rt->cfg.gq_interval_seed;

@@ -137,6 +137,9 @@ struct ty_worker {
   int wake_fd;     /* eventfd: unparkers write, the parked owner waits on it */
   void *data;      /* the binding's per-worker data */
   struct ty__io *io; /* the worker's I/O backend (owner only) */
+  /* cfg.mbox_max_bytes / 2, where a mailbox's warning starts: the one
+   * bytes compare of an append (deliver.c, mbox_append). */
+  uint64_t mbox_half_bytes;
 
   /* ---- written by the owner only ---- */
   alignas(TY_PAD) ty_actor *lifo;
@@ -172,7 +175,8 @@ struct ty_worker {
   /* ---- written by other threads ---- */
   alignas(TY_PAD) _Atomic uint32_t park; /* TY__RUNNING / PARKED / NOTIFIED */
   /* Set once by ty_worker_leave (seq_cst store, as `stopping`): the loop of
-   * a worker served by its caller's thread returns. */
+   * a worker served by its caller's thread returns. The stop sets it on
+   * every worker along with `stopping` (ty__worker_exiting reads only it). */
   _Atomic int leave;
   alignas(TY_PAD) _Atomic uint64_t load; /* owner-written P2C load */
   alignas(TY_PAD) ty__inject inbox;      /* messages from non-worker threads */

@@ -61,6 +61,17 @@ ty__node *ty__spawnq_steal_into(ty__spawnq *victim, ty__spawnq *dst);
 
 /* Number of queued nodes; exact for the owner, a hint (at most cap) for
  * others. */
-uint32_t ty__spawnq_len(ty__spawnq *q);
+static inline uint32_t ty__spawnq_len(ty__spawnq *q) {
+  uint32_t cap = q->mask + 1;
+  /* acquire: pairs with the owner's release on head, so tail >= real below. */
+  uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+  /* relaxed: only counted, no slot read; coherence after the acquire above
+   * already keeps it from being older than the tail that head implies. */
+  uint32_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  uint32_t len = t - (uint32_t)h; /* the low half of head: the real head */
+
+  /* A non-owner may pair an old head with a much newer tail. */
+  return len > cap ? cap : len;
+}
 
 #endif

@@ -135,6 +135,11 @@ struct ty_actor {
   bool started;
   bool pinned;           /* placed by ty_spawn_at: never on a spawn queue */
   uint16_t blocked_peer; /* worker whose full ring the last send hit */
+  /* The mailbox length at which an append must look at the marks again
+   * (a new high-water mark, the warning, the limit): their minimum, kept
+   * by the home worker so that an append compares once (deliver.c). In the
+   * tail padding of this struct, not in ty_mailbox: it costs no byte. */
+  uint32_t mbox_mark;
 };
 
 typedef struct ty_actor_ops {

@@ -124,7 +124,8 @@ static void after_run(ty_worker *w, ty_actor *a, int r) {
   } else {
     a->state = TY__A_WAITING;
   }
-  ty__publish_all(w);
+  /* Most runs stage nothing for another worker: no call then. */
+  if (w->dirty_mask || w->port_dirty) ty__publish_all(w);
 }
 
 /* What follows a resume that returned r, or one that the binding's
@@ -456,6 +457,9 @@ int ty_runtime_stop(ty_runtime *rt) {
   /* seq_cst: a worker stores PARKED, fences and then reads `stopping`; we
    * store it and then read their park state. */
   atomic_store(&rt->stopping, 1);
+  /* seq_cst, as `stopping` and for the same pairing: the loops read only
+   * their worker's `leave` (ty__worker_exiting). */
+  for (unsigned i = 0; i < rt->n; i++) atomic_store(&rt->workers[i].leave, 1);
   atomic_thread_fence(memory_order_seq_cst);
   ty__wd_stop_requests(rt);
   for (unsigned i = 0; i < rt->n; i++) ty__worker_unpark(&rt->workers[i]);

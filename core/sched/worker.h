@@ -29,12 +29,13 @@ extern _Thread_local ty_worker *ty__tls_worker;
 /* ---- worker.c ----------------------------------------------------------- */
 
 /* Should w's loop end: the runtime stops, or the thread that serves w in
- * ty_worker_run_here is asked to leave? relaxed: a hint polled each turn;
- * the park path reads both again after its seq_cst fence (park.c), and
- * their writers store seq_cst and fence before they unpark. */
+ * ty_worker_run_here is asked to leave? The stop sets every worker's
+ * `leave` too, so that the turn reads one word of the worker's own.
+ * relaxed: a hint polled each turn; the park path reads it again after its
+ * seq_cst fence (park.c), and its writers store seq_cst and fence before
+ * they unpark. */
 static inline bool ty__worker_exiting(ty_worker *w) {
-  return atomic_load_explicit(&w->rt->stopping, memory_order_relaxed) ||
-         atomic_load_explicit(&w->leave, memory_order_relaxed);
+  return atomic_load_explicit(&w->leave, memory_order_relaxed);
 }
 
 /* ---- deliver.c ---------------------------------------------------------- */
@@ -47,7 +48,14 @@ static inline void ty__wait_timer_cancel(ty_worker *w, ty_actor *a) {
 void ty__ready_push(ty_worker *w, ty_actor *a);
 ty_actor *ty__ready_pop(ty_worker *w);
 /* Publishes the worker's P2C load (ready + spawn queue + LIFO + running). */
-void ty__update_load(ty_worker *w);
+static inline void ty__update_load(ty_worker *w) {
+  uint64_t load = w->ready_len + ty__spawnq_len(&w->spawnq) +
+                  (w->lifo ? 1 : 0) + (w->current ? 1 : 0);
+  /* relaxed: a placement hint; only the owner writes it. Skip unchanged
+   * values so that readers' copies of the line stay valid. */
+  if (atomic_load_explicit(&w->load, memory_order_relaxed) != load)
+    atomic_store_explicit(&w->load, load, memory_order_relaxed);
+}
 /* Stages n for peer `to` (or its overflow list when the ring is full, in
  * which case it returns false). */
 bool ty__worker_mesh_push(ty_worker *w, unsigned to, ty__node *n);
