@@ -75,6 +75,36 @@ describe("a runaway actor", function()
     assert.is_true(took < 0.5, "took " .. took) -- at once: before its slice
   end)
 
+  it("is stopped by tycho.kill at once while a fork of it runs on another worker", function()
+    -- A 5 s slice: "at once" is well before the slice would end the fork.
+    tycho.config{workers = 2, max_slice = 5, stop_timeout = 2}
+    local ok, why, took = pcall(tycho.run, function()
+      local t = require "tycho"
+      local core = require "tycho.core"
+      local me = t.self()
+      local pid = core._spawn_at(core._worker() % 2 + 1, function(parent)
+        local tt = require "tycho"
+        tt.fork(function()
+          tt.send(parent, "looping")
+          tt.sleep(0.01) -- the send leaves at the end of this run
+          local n = 0 while true do n = n + #tostring(n) end
+        end)
+        tt.recv()
+      end, me)
+      t.monitor(pid)
+      assert(t.recv(30) == "looping")
+      t.sleep(0.3) -- the fork is past its sleep, in its loop
+      local t0 = t.now()
+      assert(t.kill(pid, "enough"))
+      local _, _, why = t.recv(30)
+      return why, t.now() - t0
+    end)
+    tycho.config{max_slice = 1, stop_timeout = 5}
+    assert(ok, why)
+    assert.equal("enough", why)
+    assert.is_true(took < 2.5, "took " .. tostring(took))
+  end)
+
   it("leaves the other actors of its worker running", function()
     local _, got = run(function()
       local t = require "tycho"

@@ -20,6 +20,7 @@ const ty_actor_ops lt_actor_ops_all = {
     .destroy = lt_destroy,
     .undeliverable = lt_undeliverable,
     .interrupt = lt_interrupt_op,
+    .kill_as = lt_kill_as_op,
     .stuck = lt_stuck_op,
     .peer_stuck = lt_peer_stuck_op,
     .timer_due = lt_timer_due,

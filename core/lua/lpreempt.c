@@ -75,6 +75,12 @@ void lt_interrupt_op(ty_worker *w, int kind, uint64_t seq, void *ud) {
   else lua_sethook(lw->L, NULL, 0, 0);
 }
 
+ty_pid lt_kill_as_op(ty_actor *a, void *ud) {
+  (void)ud;
+  const lt_actor *la = a->user;
+  return la && la->parent ? la->parent : a->pid;
+}
+
 void lt_preempt_guard(lua_State *L, ty_actor *a, lt_actor *la) {
   ty_pid pid = 0;
   int kind = ty_preempt(ty_worker_current(), false, &pid);

@@ -9,6 +9,8 @@
 
 /* ty_actor_ops.interrupt, .stuck and .peer_stuck. */
 void lt_interrupt_op(ty_worker *w, int kind, uint64_t seq, void *ud);
+/* ty_actor_ops.kill_as: a fork's kills are its actor's. */
+ty_pid lt_kill_as_op(ty_actor *a, void *ud);
 void lt_stuck_op(ty_worker *w, ty_actor *running, ty_actor **dead, size_t n,
                  void *ud);
 void lt_peer_stuck_op(ty_worker *w, void *ud);

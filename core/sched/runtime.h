@@ -98,9 +98,12 @@ enum { TY__WDF_REQ = 1, TY__WDF_CLAIM = 2, TY__WDF_STUCK = 4 };
 typedef struct ty__wd {
   /* Owner-written: 2k+1 while it runs its k-th resume, 2k+2 after it. */
   alignas(TY_PAD) _Atomic uint64_t seq;
-  /* Owner-written before seq turns odd: the pid of that resume's actor
-   * (ty_interrupt_pid interrupts a worker only for the actor it runs). */
+  /* Owner-written (release) before seq turns odd: that resume's actor and
+   * the pid its kills answer to as well (a fork's actor:
+   * ty_actor_ops.kill_as; else the same). ty_interrupt_pid
+   * interrupts a worker only for the actor it runs. */
   _Atomic ty_pid running;
+  _Atomic ty_pid running_as;
   /* Written under mu by others, read by the owner after each resume. */
   alignas(TY_PAD) _Atomic uint32_t flag;
   _Atomic uint32_t route; /* 1 while stuck: placement skips the worker */

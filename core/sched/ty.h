@@ -162,6 +162,10 @@ typedef struct ty_actor_ops {
    * with kind 0 to stop asking. Called with w's watchdog lock held, from
    * any thread (the watchdog, a killer, w itself). */
   void (*interrupt)(ty_worker *w, int kind, uint64_t seq, void *ud);
+  /* The pid whose kill must stop a's code while it runs, when it is not
+   * a's own (a fork's: its actor's). Called on the home worker before each
+   * resume of an actor placed by ty_spawn_at (forks are); may be NULL. */
+  ty_pid (*kill_as)(ty_actor *a, void *ud);
   /* On the watchdog thread: w was declared stuck while running `running`.
    * dead[0..n) are its started actors (running among them): their pids are
    * dead already; tell their monitors and links, free their names. w's

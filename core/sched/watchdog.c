@@ -130,6 +130,33 @@ static ty_worker *worker_in(ty_runtime *rt) {
   return w && w->rt == rt ? w : NULL;
 }
 
+/* Is the resume w runs now (*s, odd) one whose kills answer to pid (its
+ * actor is pid, or a fork of pid)? The pids and s are read as of one
+ * resume. A few tries: a worker that changes resumes each time we look
+ * runs nothing long enough to need an interrupt. */
+static bool runs_for(ty_worker *w, ty_pid pid, uint64_t *s) {
+  for (int i = 0; i < 16; i++) {
+    /* acquire: as the watchdog's sampling; the pids of resume s (stored
+     * before s) are visible after it. */
+    *s = atomic_load_explicit(&w->wd.seq, memory_order_acquire);
+    if (!(*s & 1)) return false;
+    /* acquire (both): a pid of a later resume brings the even seq that
+     * ended s with it (its store is a release after that one), so the
+     * reload below sees s has changed. */
+    ty_pid a = atomic_load_explicit(&w->wd.running, memory_order_acquire);
+    ty_pid as = atomic_load_explicit(&w->wd.running_as, memory_order_acquire);
+    /* relaxed: ordered after the acquire loads above. */
+    if (atomic_load_explicit(&w->wd.seq, memory_order_relaxed) == *s)
+      return a == pid || as == pid;
+  }
+  return false;
+}
+
+/* A kill interrupts the target's worker only while the target itself (or
+ * a fork of it) runs there: the interrupt changes the hook of the worker's
+ * Lua state from this thread, which races with that worker's JIT
+ * (docs/architecture.md, "Runaway actors"). A target that is not running is
+ * ended by the kill signal before it runs again. */
 void ty_interrupt_pid(ty_runtime *rt, ty_pid pid) {
   ty__pident *e;
   uint64_t word = ty__pidtab_lookup(&rt->pids, pid, &e);
@@ -138,17 +165,8 @@ void ty_interrupt_pid(ty_runtime *rt, ty_pid pid) {
   if (me == w) return;         /* it is not running: we are */
   if (me) ty__publish_all(me); /* the kill signal on its way first */
   pthread_mutex_lock(&w->wd.mu);
-  /* acquire: as the watchdog's sampling; it also makes the running pid of
-   * resume s (stored before s) visible. */
-  uint64_t s = atomic_load_explicit(&w->wd.seq, memory_order_acquire);
-  /* relaxed: s's pid or a later resume's; a later one means resume s is
-   * over, and a request for it is dropped as stale (ty_preempt). */
-  ty_pid running = atomic_load_explicit(&w->wd.running, memory_order_relaxed);
-  /* Only for the target itself: the interrupt changes the hook of the
-   * worker's Lua state from this thread, which races with that worker's
-   * JIT (docs/architecture.md, "Runaway actors"). A target that is not
-   * running is ended by the kill signal before it runs again. */
-  if ((s & 1) && running == pid && w->wd.state == TY__WD_OK)
+  uint64_t s;
+  if (runs_for(w, pid, &s) && w->wd.state == TY__WD_OK)
     post(w, TY_PREEMPT_KILL, s, pid);
   pthread_mutex_unlock(&w->wd.mu);
 }

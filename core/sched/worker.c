@@ -158,8 +158,15 @@ static void run_actor(ty_worker *w, ty_actor *a) {
   w->place_left = 0;  /* placement blocks never span two runs */
   ty__update_load(w); /* counts the running actor: a long run looks busy */
   uint64_t seq = 2 * w->resumes + 1;
-  /* relaxed: published by the release store of seq just below. */
-  atomic_store_explicit(&w->wd.running, a->pid, memory_order_relaxed);
+  ty_pid as = a->pid;
+  if (ty__unlikely(a->pinned) && rt->ops.kill_as)
+    as = rt->ops.kill_as(a, rt->ud);
+  /* release (both): each keeps the even seq that ended the last resume
+   * before it, so that a killer who reads these pids and then seq again
+   * sees the change (ty_interrupt_pid); published by the release store of
+   * seq below. */
+  atomic_store_explicit(&w->wd.running_as, as, memory_order_release);
+  atomic_store_explicit(&w->wd.running, a->pid, memory_order_release);
   /* release: the watchdog's acquire load of this value sees w->current and
    * all this worker did before the resume (watchdog.c). */
   atomic_store_explicit(&w->wd.seq, seq, memory_order_release);

@@ -33,6 +33,7 @@
   X(rt_stop_with_actors, 30)                                                   \
   X(wd_slice, 30)                                                              \
   X(wd_kill_interrupts_only_target, 30)                                        \
+  X(wd_kill_interrupts_fork, 30)                                               \
   X(wd_stale_requests, 120)                                                    \
   X(wd_stuck, 30)                                                              \
   X(wd_blocked, 30)                                                            \

@@ -46,9 +46,19 @@ static void w_peer(ty_worker *w, void *ud) {
   atomic_fetch_add(&g_peer, 1);
 }
 
+static _Atomic ty_pid g_as; /* kills of the spinner answer to this pid */
+static int step_spin(ty_actor *a);
+/* A fork's kills are its actor's: here the spinner's are g_as's. */
+static ty_pid w_kill_as(ty_actor *a, void *ud) {
+  (void)ud;
+  ty_pid as = atomic_load(&g_as);
+  return a->user == (void *)step_spin && as ? as : a->pid;
+}
+
 static const ty_actor_ops ops = {.resume = w_resume,
                                  .destroy = w_destroy,
                                  .interrupt = w_interrupt,
+                                 .kill_as = w_kill_as,
                                  .stuck = w_stuck,
                                  .peer_stuck = w_peer};
 
@@ -69,6 +79,7 @@ static void reset(void) {
   atomic_store(&g_dead, 0);
   atomic_store(&g_peer, 0);
   atomic_store(&g_blocked, 0);
+  atomic_store(&g_as, 0);
 }
 
 static ty_runtime *start(unsigned workers, double slice, double stop) {
@@ -183,6 +194,30 @@ TEST_IMPL(wd_kill_interrupts_only_target) {
   for (int i = 0; i < 100; i++) ty_interrupt_pid(rt, waiter);
   CHECK_EQ(atomic_load(&g_asks), 0); /* it waits: its worker is left alone */
   ty_interrupt_pid(rt, spinner);
+  CHECK_EQ(atomic_load(&g_asks), 1);
+  CHECK(wait_for(&g_done, 1, 10)); /* the request reached the spinner */
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  return 0;
+}
+
+/* A kill of the actor whose fork runs interrupts the fork (a kill of the
+ * fork's own pid is the case above: kill_as answers the actor's own). */
+TEST_IMPL(wd_kill_interrupts_fork) {
+  reset();
+  ty_runtime *rt = start(2, 60, 5); /* no slice request in this test */
+  CHECK(rt);
+  ty_pid parent, other, spinner;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &parent), 0);
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &other), 0);
+  atomic_store(&g_as, parent);
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_spin, &spinner), 0);
+  uint64_t end = ty__now_ns() + 10000000000ull;
+  while (!atomic_load(&g_running) && ty__now_ns() < end) usleep(200);
+  CHECK(atomic_load(&g_running));
+  ty_interrupt_pid(rt, other);
+  CHECK_EQ(atomic_load(&g_asks), 0); /* not the spinner's actor */
+  ty_interrupt_pid(rt, parent);
   CHECK_EQ(atomic_load(&g_asks), 1);
   CHECK(wait_for(&g_done, 1, 10)); /* the request reached the spinner */
   CHECK_EQ(ty_runtime_stop(rt), 0);
