@@ -91,6 +91,7 @@ typedef struct lc_peer {
   bool ack_due;           /* on lc_gw.acks: it sent numbered records since */
   uint64_t ping_ns;       /* next rtt probe */
   uint64_t req_ns;        /* when we last asked for its service list */
+  uint64_t ann_ns;        /* when we last sent it ours unasked */
   double rtt;             /* seconds, 0 until measured */
   ty__buf out;            /* the frame being filled for it this turn */
   uint32_t out_n;         /* records in out */

@@ -25,7 +25,8 @@
  * A node's beats of its first 250 ms say hello: every other node answers
  * the first of them with a beat of its own at once, so that the newcomer,
  * which counts a node up once it heard it beat, does not wait up to a
- * period for each (docs/cluster.md, "Growing"). The control connection
+ * period for each (docs/cluster.md, "Growing"); one node id is greeted
+ * at most once a second, whatever nonces it says hello with. The control connection
  * listens for beats here too while the node claims its name and id
  * (lc_beats_heard).
  */
@@ -42,6 +43,7 @@
 #define QUEUE_MAX 4096 /* beats held for the gateway (the oldest go first) */
 #define GREET_GAP_NS (10 * 1000000ull) /* beats for newcomers: this far apart */
 #define HELLO_NS (250 * 1000000ull)    /* our first beats say hello this long */
+#define GREET_AGAIN_NS (1000 * 1000000ull) /* one node id greeted this often */
 
 typedef struct beat_in {
   uint64_t at; /* lc_now_ns() when it arrived */
@@ -73,6 +75,10 @@ static struct {
   /* The incarnation (nonce) last heard beating under each node id: this
    * thread's alone. */
   uint64_t heard[TY_MAX_NODES];
+  /* When each node id was last greeted: a peer that says hello under new
+   * nonces without end gets one greeting per GREET_AGAIN_NS, not one per
+   * nonce (this thread's alone). */
+  uint64_t greeted[TY_MAX_NODES];
 } B = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void lc_beat_set(uint32_t epoch, uint32_t svc_ver) {
@@ -114,6 +120,9 @@ static bool newcomer(const char *d) {
   if (id >= TY_MAX_NODES || !(flags & LC_BEAT_HELLO) || B.heard[id] == nonce)
     return false;
   B.heard[id] = nonce;
+  uint64_t now = lc_now_ns();
+  if (B.greeted[id] && now - B.greeted[id] < GREET_AGAIN_NS) return false;
+  B.greeted[id] = now;
   return true;
 }
 

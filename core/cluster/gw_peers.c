@@ -221,8 +221,13 @@ void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at) {
     p->epoch = epoch;
     ty_node_set_live(g->rt, id, true);
     /* It needs our service list to count us up: it comes unasked, a round
-     * trip sooner (with our beat, gw_beat.c: newcomer). */
-    if (p->subject[0]) lc_announce_to(g, p);
+     * trip sooner (with our beat, gw_beat.c: newcomer); at most once per
+     * REQ_AGAIN_NS (a peer flapping between bye and beats does not get a
+     * list per flap; it can still ask). */
+    if (p->subject[0] && now - p->ann_ns > REQ_AGAIN_NS) {
+      p->ann_ns = now;
+      lc_announce_to(g, p);
+    }
   } else if (epoch != p->epoch) {
     /* It reconnected: what it sent or was sent meanwhile may be lost. */
     p->epoch = epoch;
