@@ -68,12 +68,13 @@ static void on_hangup(int sig) {
 
 /* SIGINT and SIGTERM begin the stop (each blocked while the other's handler
  * runs, so that g_signal and its time are set once), SIGHUP reloads,
- * SIGPIPE is ignored. */
+ * SIGPIPE is ignored. SA_RESTART: the signal lands on any thread, a worker
+ * too, where an actor's read of a pipe must not fail with EINTR for it. */
 static void install_signals(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGINT);
   sigaddset(&sa.sa_mask, SIGTERM);
@@ -81,6 +82,7 @@ static void install_signals(void) {
   sigaction(SIGTERM, &sa, NULL);
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_hangup;
+  sa.sa_flags = SA_RESTART;
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 }
