@@ -233,6 +233,16 @@ uint64_t lc_beat_echo_ns(void);
 #define LC_BEAT_BYE 1u
 #define LC_BEAT_HELLO 2u
 int lc_beat_encode(char *buf, uint32_t epoch, uint32_t svc_ver, uint32_t flags);
+/* A heartbeat's fields, as lc_beat_decode reads them (name: not
+ * terminated, name_len bytes). */
+typedef struct lc_beat {
+  uint32_t id, epoch, svc_ver, flags;
+  uint64_t nonce;
+  const char *name;
+  size_t name_len;
+} lc_beat;
+/* False when data is not a heartbeat. */
+bool lc_beat_decode(const char *data, size_t len, lc_beat *b);
 lc_peer *lc_peer_of(lc_gw *g, unsigned id); /* a stub on first contact */
 /* A stub learns its name (from a frame's prefix or a heartbeat). */
 void lc_peer_named(lc_gw *g, lc_peer *p, const char *name, size_t len);

@@ -97,13 +97,8 @@ static void publish_beat(uint64_t now) {
 
 /* Our own beat, back from the server: the server passes beats and this
  * thread runs (see lc_beat_hearing). */
-static bool own_echo(const char *d, size_t len) {
-  uint32_t id;
-  uint64_t nonce;
-  if (len < 28 || memcmp(d, "TYHB", 4) != 0) return false;
-  memcpy(&id, d + 4, 4);
-  memcpy(&nonce, d + 20, 8);
-  return id == lc_sh.id && nonce == lc_sh.nonce;
+static bool own_echo(const lc_beat *b) {
+  return b->id == lc_sh.id && b->nonce == lc_sh.nonce;
 }
 
 /* A node that just joined (its first beats say hello) and that we have not
@@ -111,25 +106,22 @@ static bool own_echo(const char *d, size_t len) {
  * (gw_peers.c), and our next beat is up to a period away. It subscribed to
  * the beats before it sent its first, so a beat of ours published now
  * reaches it. */
-static bool newcomer(const char *d) {
-  uint32_t id, flags;
-  uint64_t nonce;
-  memcpy(&id, d + 4, 4);
-  memcpy(&flags, d + 16, 4);
-  memcpy(&nonce, d + 20, 8);
-  if (id >= TY_MAX_NODES || !(flags & LC_BEAT_HELLO) || B.heard[id] == nonce)
+static bool newcomer(const lc_beat *b) {
+  if (b->id >= TY_MAX_NODES || !(b->flags & LC_BEAT_HELLO) ||
+      B.heard[b->id] == b->nonce)
     return false;
-  B.heard[id] = nonce;
+  B.heard[b->id] = b->nonce;
   uint64_t now = lc_now_ns();
-  if (B.greeted[id] && now - B.greeted[id] < GREET_AGAIN_NS) return false;
-  B.greeted[id] = now;
+  if (B.greeted[b->id] && now - B.greeted[b->id] < GREET_AGAIN_NS) return false;
+  B.greeted[b->id] = now;
   return true;
 }
 
 /* Queues a beat for the gateway; true if a newcomer's (to greet). */
 static bool queue_beat(const char *d, size_t len) {
-  if (len > LC_BEAT_MAX || len < 28 || memcmp(d, "TYHB", 4) != 0) return false;
-  if (own_echo(d, len)) {
+  lc_beat hb;
+  if (len > LC_BEAT_MAX || !lc_beat_decode(d, len, &hb)) return false;
+  if (own_echo(&hb)) {
     atomic_store_explicit(&B.echo_ns, lc_now_ns(), memory_order_relaxed);
     return false;
   }
@@ -143,7 +135,7 @@ static bool queue_beat(const char *d, size_t len) {
   b->len = (uint32_t)len;
   memcpy(b->data, d, len);
   pthread_mutex_unlock(&B.mu);
-  return newcomer(d);
+  return newcomer(&hb);
 }
 
 /* The beats' threads (this one, and nats.c's reader of the heartbeat
@@ -254,6 +246,7 @@ int lc_beat_connect(const char *url, const char *prefix, char *err,
   B.q = ty__xcalloc(QUEUE_MAX, sizeof *B.q);
   B.head = B.n = 0;
   memset(B.heard, 0, sizeof B.heard);
+  memset(B.greeted, 0, sizeof B.greeted);
   atomic_store_explicit(&B.stop, false, memory_order_relaxed);
   atomic_store_explicit(&B.reconnects, 0, memory_order_relaxed);
   atomic_store_explicit(&B.connected, true, memory_order_relaxed);
@@ -344,15 +337,12 @@ bool lc_beats_heard(natsConnection *nc, const char *subject, unsigned *ids,
     natsMsg *m;
     int64_t left = (int64_t)((end - now) / 1000000) + 1;
     if (N(natsSubscription_NextMsg)(&m, sub, left) != NATS_OK) break;
-    const char *d = N(natsMsg_GetData)(m);
-    uint32_t id, flags;
-    if (N(natsMsg_GetDataLength)(m) >= 28 && memcmp(d, "TYHB", 4) == 0) {
-      memcpy(&id, d + 4, 4);
-      memcpy(&flags, d + 16, 4);
-      if (!(flags & LC_BEAT_BYE)) {
-        heard = true;
-        if (ids && *nids < TY_MAX_NODES) ids[(*nids)++] = id;
-      }
+    lc_beat b;
+    if (lc_beat_decode(N(natsMsg_GetData)(m),
+                       (size_t)N(natsMsg_GetDataLength)(m), &b) &&
+        !(b.flags & LC_BEAT_BYE)) {
+      heard = true;
+      if (ids && *nids < TY_MAX_NODES) ids[(*nids)++] = b.id;
     }
     N(natsMsg_Destroy)(m);
     if (heard && !ids) break;

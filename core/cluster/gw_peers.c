@@ -201,16 +201,27 @@ static lc_peer *beat_peer(lc_gw *g, unsigned id, const char *name, size_t len,
   return p;
 }
 
+bool lc_beat_decode(const char *data, size_t len, lc_beat *b) {
+  if (len < BEAT_FIXED || memcmp(data, BEAT_MAGIC, 4) != 0) return false;
+  b->id = get32(data + 4);
+  b->epoch = get32(data + 8);
+  b->svc_ver = get32(data + 12);
+  b->flags = get32(data + 16);
+  memcpy(&b->nonce, data + 20, 8);
+  b->name = data + BEAT_FIXED;
+  b->name_len = len - BEAT_FIXED;
+  return true;
+}
+
 void lc_peers_on_beat(lc_gw *g, const char *data, size_t len, uint64_t at) {
-  if (len < BEAT_FIXED || memcmp(data, BEAT_MAGIC, 4) != 0) return;
-  unsigned id = get32(data + 4);
-  uint32_t epoch = get32(data + 8), ver = get32(data + 12);
-  uint64_t nonce;
-  memcpy(&nonce, data + 20, 8);
+  lc_beat b;
+  if (!lc_beat_decode(data, len, &b)) return;
+  unsigned id = b.id;
+  uint32_t epoch = b.epoch, ver = b.svc_ver;
   if (id == lc_sh.id) return; /* our own */
-  lc_peer *p = beat_peer(g, id, data + BEAT_FIXED, len - BEAT_FIXED, nonce);
+  lc_peer *p = beat_peer(g, id, b.name, b.name_len, b.nonce);
   if (!p) return;
-  if (get32(data + 16) & LC_BEAT_BYE) {
+  if (b.flags & LC_BEAT_BYE) {
     lc_peer_down(g, p);
     return;
   }
