@@ -34,6 +34,7 @@
   X(wd_slice, 30)                                                              \
   X(wd_kill_interrupts_only_target, 30)                                        \
   X(wd_kill_interrupts_fork, 30)                                               \
+  X(wd_kill_stress, 120)                                                       \
   X(wd_stale_requests, 120)                                                    \
   X(wd_stuck, 30)                                                              \
   X(wd_blocked, 30)                                                            \

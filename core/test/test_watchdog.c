@@ -177,6 +177,31 @@ static int step_spin(ty_actor *a) {
   return TY_DONE;
 }
 
+/* Spawns step_spin on worker 1 and waits until it runs: its pid, or 0. */
+static ty_pid spin_started(ty_runtime *rt) {
+  ty_pid pid;
+  if (ty_spawn_at(rt, 1, (void *)step_spin, &pid)) return 0;
+  uint64_t end = ty__now_ns() + 10000000000ull;
+  while (!atomic_load(&g_running) && ty__now_ns() < end) usleep(200);
+  return atomic_load(&g_running) ? pid : 0;
+}
+
+/* As step_wait, counting its first run in g_peer (unused in this test). */
+static int step_wait_counted(ty_actor *a) {
+  if (!a->wait_ref) atomic_fetch_add(&g_peer, 1);
+  ty_actor_wait(a, -1, 1); /* sets wait_ref: counted once */
+  return TY_WAIT;
+}
+
+/* Resumes as short as they come: yields until its count runs out. */
+static int step_churn(ty_actor *a) {
+  long *left = (long *)&a->wait_ref; /* a counter the core leaves alone */
+  if (a->wait_ref == 0) *left = test_scaled(200000, 2000);
+  if (--*left > 0) return TY_YIELD;
+  atomic_fetch_add(&g_done, 1);
+  return TY_DONE;
+}
+
 /* A kill interrupts the target's worker only while the target itself runs
  * there: the interrupt changes that worker's Lua hook from another thread,
  * which races with its JIT (watchdog.c, ty_interrupt_pid). The call is
@@ -185,12 +210,10 @@ TEST_IMPL(wd_kill_interrupts_only_target) {
   reset();
   ty_runtime *rt = start(2, 60, 5); /* no slice request in this test */
   CHECK(rt);
-  ty_pid waiter, spinner;
+  ty_pid waiter;
   CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &waiter), 0);
-  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_spin, &spinner), 0);
-  uint64_t end = ty__now_ns() + 10000000000ull;
-  while (!atomic_load(&g_running) && ty__now_ns() < end) usleep(200);
-  CHECK(atomic_load(&g_running));
+  ty_pid spinner = spin_started(rt);
+  CHECK(spinner);
   for (int i = 0; i < 100; i++) ty_interrupt_pid(rt, waiter);
   CHECK_EQ(atomic_load(&g_asks), 0); /* it waits: its worker is left alone */
   ty_interrupt_pid(rt, spinner);
@@ -207,19 +230,46 @@ TEST_IMPL(wd_kill_interrupts_fork) {
   reset();
   ty_runtime *rt = start(2, 60, 5); /* no slice request in this test */
   CHECK(rt);
-  ty_pid parent, other, spinner;
+  ty_pid parent, other;
   CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &parent), 0);
   CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait, &other), 0);
   atomic_store(&g_as, parent);
-  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_spin, &spinner), 0);
-  uint64_t end = ty__now_ns() + 10000000000ull;
-  while (!atomic_load(&g_running) && ty__now_ns() < end) usleep(200);
-  CHECK(atomic_load(&g_running));
+  CHECK(spin_started(rt));
   ty_interrupt_pid(rt, other);
   CHECK_EQ(atomic_load(&g_asks), 0); /* not the spinner's actor */
   ty_interrupt_pid(rt, parent);
   CHECK_EQ(atomic_load(&g_asks), 1);
   CHECK(wait_for(&g_done, 1, 10)); /* the request reached the spinner */
+  CHECK_EQ(ty_runtime_stop(rt), 0);
+  ty_runtime_free(rt);
+  return 0;
+}
+
+/* Kills of a waiting actor while its worker changes resumes as fast as it
+ * can (the seq and pids that ty_interrupt_pid reads as one resume change
+ * under it): none is posted, and TSan (make tsan) sees the reads race
+ * with nothing. */
+TEST_IMPL(wd_kill_stress) {
+  reset();
+  ty_runtime *rt = start(2, 60, 5); /* no slice request in this test */
+  CHECK(rt);
+  ty_pid waiter, churn;
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_wait_counted, &waiter), 0);
+  CHECK(wait_for(&g_peer, 1, 10));
+  /* One more actor of worker 1 has run: the waiter's resume is over. */
+  CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_finish, &churn), 0);
+  CHECK(wait_for(&g_done, 1, 10));
+  for (int i = 0; i < 4; i++)
+    CHECK_EQ(ty_spawn_at(rt, 1, (void *)step_churn, &churn), 0);
+  uint64_t end = ty__now_ns() + 60000000000ull;
+  long kills = 0;
+  while (atomic_load(&g_done) < 5 && ty__now_ns() < end) {
+    ty_interrupt_pid(rt, waiter);
+    kills++;
+  }
+  CHECK_EQ(atomic_load(&g_done), 5);
+  CHECK(kills > 0);
+  CHECK_EQ(atomic_load(&g_asks), 0);
   CHECK_EQ(ty_runtime_stop(rt), 0);
   ty_runtime_free(rt);
   return 0;
